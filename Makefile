@@ -1,0 +1,54 @@
+# The front door: `make test` and `make bench` do their own set-up from a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+BUILD := build/release
+ASAN := build/sanitize
+# torch is pinned to the CPU build that pip finds on this kind of machine; triton compiles kernels
+# for a GPU target without a GPU.
+PY_DEPS := meson meson-python ninja pytest torch==2.13.0 triton
+SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
+
+.PHONY: all test bench bench-quick ctest ctest-sanitize pytest clean
+
+all: $(VENV)/.installed
+
+$(VENV)/.deps:
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet $(PY_DEPS)
+	touch $@
+
+$(BUILD)/build.ninja: $(VENV)/.deps
+	$(VENV)/bin/meson setup $(BUILD) -Dpython=disabled --reconfigure >/dev/null || $(VENV)/bin/meson setup $(BUILD) -Dpython=disabled
+
+$(ASAN)/build.ninja: $(VENV)/.deps
+	$(VENV)/bin/meson setup $(ASAN) -Dpython=disabled -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false --reconfigure >/dev/null || \
+	  $(VENV)/bin/meson setup $(ASAN) -Dpython=disabled -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+
+# The package (extension included) installed into the virtual environment, rebuilt when a source changes.
+$(VENV)/.installed: $(VENV)/.deps $(SOURCES) pyproject.toml
+	$(VPY) -m pip install --quiet --no-build-isolation --no-deps .
+	touch $@
+
+ctest: $(BUILD)/build.ninja
+	$(VENV)/bin/meson test -C $(BUILD) --print-errorlogs
+
+ctest-sanitize: $(ASAN)/build.ninja
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+	  $(VENV)/bin/meson test -C $(ASAN) --print-errorlogs
+
+pytest: $(VENV)/.installed
+	cd tests/python && ../../$(VPY) -m pytest -q
+
+test: ctest ctest-sanitize pytest
+
+bench: $(VENV)/.installed $(BUILD)/build.ninja
+	$(VENV)/bin/meson compile -C $(BUILD)
+	$(VPY) -m fastlaunch bench
+
+bench-quick: $(VENV)/.installed $(BUILD)/build.ninja
+	$(VPY) -m fastlaunch bench --quick
+
+clean:
+	rm -rf build $(VENV)

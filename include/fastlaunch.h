@@ -1,0 +1,337 @@
+/* fastlaunch.h: the public C contract of fastlaunch, the only header a caller includes. */
+#ifndef FASTLAUNCH_H
+#define FASTLAUNCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define FL_EXTERN __attribute__((visibility("default")))
+#else
+#define FL_EXTERN
+#endif
+
+#define FL_VERSION_MAJOR 0
+#define FL_VERSION_MINOR 1
+
+/* ---------------------------------------------------------------------------------------------
+ * Status codes. One list generates the enum, fl_status_name() and fl_status_message().
+ * The reason text of an fl_error carries the details (argument index, kind, backend error).
+ * ------------------------------------------------------------------------------------------- */
+#define FL_STATUS_MAP(X)                                                                          \
+  X(OK, "ok")                                                                                     \
+  X(NOMEM, "out of memory")                                                                       \
+  X(BAD_DESCRIPTOR, "the plan descriptor is invalid")                                             \
+  X(BAD_KIND, "an argument kind is unknown or not allowed here")                                  \
+  X(BAD_ARG_COUNT, "the number of arguments does not match the plan")                             \
+  X(BAD_VALUE, "an argument value has the wrong type or is out of range")                         \
+  X(BAD_GRID, "the grid is missing, malformed or outside the backend's limits")                   \
+  X(BAD_GRID_PROGRAM, "the grid expression cannot be compiled")                                   \
+  X(GRID_EVAL, "the grid program failed (division by zero or overflow)")                          \
+  X(BAD_STREAM, "the stream handle is invalid")                                                   \
+  X(BACKEND_UNAVAILABLE, "the backend cannot be loaded on this machine")                          \
+  X(KERNEL_LOAD, "the kernel could not be loaded")                                                \
+  X(UNSUPPORTED, "the request is valid but not supported by this backend")                        \
+  X(BACKEND_ERROR, "the backend failed to submit the launch")
+
+typedef enum fl_status {
+#define FL__STATUS_ENUM(name, msg) FL_##name,
+  FL_STATUS_MAP(FL__STATUS_ENUM)
+#undef FL__STATUS_ENUM
+  FL_STATUS_COUNT
+} fl_status;
+
+FL_EXTERN const char *fl_status_name(int status);    /* "BAD_VALUE"; "UNKNOWN" when out of range */
+FL_EXTERN const char *fl_status_message(int status); /* a sentence */
+
+#define FL_REASON_MAX 160
+
+/* An error report. Every function that can fail takes an `fl_error *` (NULL is allowed) and returns
+ * an fl_status. `reason` is a short stable code with details, for example "int_out_of_range:2:i32";
+ * `backend_submitted` is true only when the launch may have reached the device queue (never retry
+ * such a launch); `stable` is true when the same plan or descriptor would fail the same way again. */
+typedef struct fl_error {
+  int status; /* an fl_status */
+  bool backend_submitted;
+  bool stable;
+  char reason[FL_REASON_MAX];
+} fl_error;
+
+/* ---------------------------------------------------------------------------------------------
+ * Kinds: the ABI type of one kernel argument.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum fl_kind {
+  FL_KIND_PTR,
+  FL_KIND_I1,
+  FL_KIND_I8,
+  FL_KIND_I16,
+  FL_KIND_I32,
+  FL_KIND_I64,
+  FL_KIND_U8,
+  FL_KIND_U16,
+  FL_KIND_U32,
+  FL_KIND_U64,
+  FL_KIND_FP16,
+  FL_KIND_BF16,
+  FL_KIND_FP32,
+  FL_KIND_FP64,
+  FL_KIND_COUNT
+} fl_kind;
+
+FL_EXTERN const char *fl_kind_name(int kind); /* "ptr", "i32", ...; NULL when out of range */
+/* Parses a kind name ("ptr", "i32", "fp16", ...) or a Triton signature entry ("*fp32", "*i8",
+ * "i32", "fp16", "u1"). "constexpr" is not a kind: it returns FL_BAD_KIND. */
+FL_EXTERN fl_status fl_kind_parse(const char *text, fl_kind *out, fl_error *err);
+FL_EXTERN bool fl_kind_is_int(int kind);   /* i1..u64 */
+FL_EXTERN bool fl_kind_is_float(int kind); /* fp16..fp64 */
+
+/* ---------------------------------------------------------------------------------------------
+ * ABI flavours: how a backend lays out the packed argument buffer.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum fl_abi { FL_ABI_HOST, FL_ABI_CUDA, FL_ABI_NPU, FL_ABI_COUNT } fl_abi;
+
+FL_EXTERN const char *fl_abi_name(int abi); /* "host", "cuda", "npu" */
+
+#define FL_CUDA_MAX_HIDDEN_PTRS 2
+#define FL_NPU_MAX_SCRATCH 2
+
+typedef struct fl_abi_options {
+  int abi; /* an fl_abi */
+  /* cuda: trailing hidden pointer slots (global scratch, then profile scratch), zeroed. */
+  uint32_t cuda_hidden_ptrs;
+  /* npu: leading FFTS address slot. */
+  bool npu_ffts;
+  /* npu: a pure-SIMT kernel has no sync-lock and workspace slots. */
+  bool npu_simt_only;
+  /* npu: trailing DTData pointer (always present in newer Triton-Ascend). */
+  bool npu_dtdata;
+  /* npu: pointer-width scratch slots after the grid (pure SIMT only), 0..2. */
+  uint32_t npu_scratch;
+} fl_abi_options;
+
+/* The layout of a packed argument buffer. Offsets are in bytes; -1 means "no such slot". */
+typedef struct fl_layout {
+  size_t size;           /* total size, tail padding included */
+  size_t align;          /* alignment of the whole buffer */
+  int64_t grid[3];       /* npu: the int32 grid slots; -1 for host and cuda */
+  int64_t ffts;          /* npu with FFTS: the FFTS address slot */
+  int64_t hidden_first;  /* first hidden trailing slot (cuda scratch, npu scratch/DTData), or -1 */
+  uint32_t hidden_count; /* number of pointer-width hidden slots that follow */
+} fl_layout;
+
+/* Lays out `nkinds` arguments for a flavour. `offsets` (may be NULL) receives one offset per
+ * argument. Refuses unknown kinds and bad options with a reason. */
+FL_EXTERN fl_status fl_layout_compute(const fl_abi_options *abi, const fl_kind *kinds, size_t nkinds,
+                                      fl_layout *layout, size_t *offsets, fl_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Values: what a caller passes for one argument. The packer converts it to the argument's kind with
+ * range checks and refuses what does not fit.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum fl_value_type {
+  FL_VALUE_NONE, /* no value (a null pointer for a ptr argument) */
+  FL_VALUE_INT,  /* a signed integer in .i */
+  FL_VALUE_UINT, /* an unsigned integer in .u (for values above INT64_MAX) */
+  FL_VALUE_BOOL, /* a boolean in .b */
+  FL_VALUE_FLOAT,/* a double in .f */
+  FL_VALUE_PTR   /* an address in .p */
+} fl_value_type;
+
+typedef struct fl_value {
+  int32_t type; /* an fl_value_type */
+  union {
+    int64_t i;
+    uint64_t u;
+    bool b;
+    double f;
+    uint64_t p;
+  } v;
+} fl_value;
+
+static inline fl_value fl_int(int64_t i) { fl_value x; x.type = FL_VALUE_INT; x.v.i = i; return x; }
+static inline fl_value fl_uint(uint64_t u) { fl_value x; x.type = FL_VALUE_UINT; x.v.u = u; return x; }
+static inline fl_value fl_bool(bool b) { fl_value x; x.type = FL_VALUE_BOOL; x.v.u = 0; x.v.b = b; return x; }
+static inline fl_value fl_float(double f) { fl_value x; x.type = FL_VALUE_FLOAT; x.v.f = f; return x; }
+static inline fl_value fl_ptr(const void *p) { fl_value x; x.type = FL_VALUE_PTR; x.v.p = (uint64_t)(uintptr_t)p; return x; }
+static inline fl_value fl_none(void) { fl_value x; x.type = FL_VALUE_NONE; x.v.u = 0; return x; }
+
+/* Converts one value to `kind` for `abi` and writes it at `dst` (which must have room for the
+ * kind's slot size in that flavour). `index` only names the argument in the reason. */
+FL_EXTERN fl_status fl_pack_value(int abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
+                                  fl_error *err);
+/* Round-to-nearest-even conversions used by the packer, exposed for tests and tools. They return
+ * false when the finite value overflows the format (infinities and NaN convert). */
+FL_EXTERN bool fl_double_to_fp16(double x, uint16_t *out);
+FL_EXTERN bool fl_double_to_bf16(double x, uint16_t *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Backends and streams.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum fl_backend_id {
+  FL_BACKEND_HOST,
+  FL_BACKEND_NULL,
+  FL_BACKEND_CUDA,
+  FL_BACKEND_NPU,
+  FL_BACKEND_COUNT
+} fl_backend_id;
+
+FL_EXTERN const char *fl_backend_name(int backend);
+FL_EXTERN fl_status fl_backend_parse(const char *name, fl_backend_id *out, fl_error *err);
+/* Loads the backend if needed (dlopen for cuda and npu). FL_BACKEND_UNAVAILABLE with the loader's
+ * own words in the reason when it cannot load. */
+FL_EXTERN fl_status fl_backend_load(fl_backend_id backend, fl_error *err);
+
+/* A stream is a 64-bit handle. For cuda and npu it is the framework's raw stream (CUstream,
+ * aclrtStream) as an integer. For host and null it is a handle made by fl_stream_create and
+ * validated on every launch (an unchecked integer is never dereferenced). */
+FL_EXTERN fl_status fl_stream_create(fl_backend_id backend, uint64_t *stream, fl_error *err);
+/* Waits for every launch submitted so far to finish. */
+FL_EXTERN fl_status fl_stream_synchronize(fl_backend_id backend, uint64_t stream, fl_error *err);
+/* Drains the stream, then destroys it. */
+FL_EXTERN fl_status fl_stream_destroy(fl_backend_id backend, uint64_t stream, fl_error *err);
+/* Launches completed (host) or accepted (null) on the stream so far. */
+FL_EXTERN fl_status fl_stream_count(fl_backend_id backend, uint64_t stream, uint64_t *count, fl_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Host kernels: C functions in shared objects, called once per program id.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct fl_host_program {
+  uint32_t pid[3];  /* this program's id */
+  uint32_t grid[3]; /* the grid */
+} fl_host_program;
+
+typedef void (*fl_host_kernel_fn)(const void *args, const fl_host_program *program);
+
+typedef struct fl_host_lib fl_host_lib;
+
+/* Opens a shared object (dlopen); the dlerror() text is in the reason on failure. */
+FL_EXTERN fl_status fl_host_lib_open(const char *path, fl_host_lib **lib, fl_error *err);
+FL_EXTERN fl_status fl_host_lib_symbol(fl_host_lib *lib, const char *name, void **symbol, fl_error *err);
+FL_EXTERN void fl_host_lib_retain(fl_host_lib *lib);
+FL_EXTERN void fl_host_lib_release(fl_host_lib *lib); /* unloads on the last release */
+/* Releases a library passed as an owner (the signature of fl_plan_desc.owner_release). */
+FL_EXTERN void fl_host_lib_release_owner(void *lib);
+
+/* ---------------------------------------------------------------------------------------------
+ * CUDA modules: a cubin (or PTX) image loaded into the current context, for callers that bring
+ * their own binary. Triton kernels need none of this: their CUfunction goes into the plan as is.
+ * ------------------------------------------------------------------------------------------- */
+FL_EXTERN fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module,
+                                        fl_error *err);
+FL_EXTERN void fl_cuda_module_unload(void *module);
+
+/* ---------------------------------------------------------------------------------------------
+ * Plans.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum fl_grid_mode {
+  FL_GRID_CALLER,  /* each launch passes the grid */
+  FL_GRID_STATIC,  /* the grid is fixed in the plan */
+  FL_GRID_PROGRAM  /* three expressions over the integer arguments, evaluated per launch */
+} fl_grid_mode;
+
+typedef struct fl_launch_config {
+  /* cuda */
+  uint32_t num_warps;      /* block = 32 x num_warps; 0 means 4 */
+  uint32_t num_ctas;       /* cluster size; 0 means 1 */
+  uint32_t shared_mem;     /* dynamic shared memory in bytes */
+  bool cooperative;        /* cooperative launch */
+  bool pdl;                /* programmatic dependent launch */
+  /* npu */
+  bool npu_simt;           /* attach the dynamic UB size attribute */
+  uint32_t npu_dyn_ubuf;   /* its value */
+  uint32_t npu_clamp_blocks; /* clamp the block count to this (the core count); 0 means no clamp */
+} fl_launch_config;
+
+typedef struct fl_plan_desc {
+  const char *name;  /* kernel name, for messages; may be NULL */
+  int backend;       /* an fl_backend_id */
+  fl_abi_options abi;
+  /* The kernel: a function pointer for host, a CUfunction for cuda, an aclrtFuncHandle for npu.
+   * Unused by null. */
+  void *kernel;
+  /* Whatever owns the kernel handle; released when the plan is destroyed (may be NULL). */
+  void *owner;
+  void (*owner_release)(void *owner);
+  const fl_kind *kinds;
+  size_t nkinds;
+  size_t runtime_arg_count;  /* the first runtime_arg_count args come with each launch */
+  const fl_value *fixed_args;/* nkinds - runtime_arg_count values, written into the template */
+  int grid_mode;             /* an fl_grid_mode */
+  int64_t static_grid[3];    /* FL_GRID_STATIC */
+  const char *grid_exprs[3]; /* FL_GRID_PROGRAM: one expression per dimension */
+  /* Names by which grid expressions refer to arguments (nkinds entries, may be NULL). An argument
+   * can always be named $N. Fixed integer arguments are folded into constants. */
+  const char *const *arg_names;
+  fl_launch_config config;
+  /* npu: the FFTS address written into the template (taken from the runtime by the caller or the
+   * backend). */
+  uint64_t npu_ffts_addr;
+} fl_plan_desc;
+
+typedef struct fl_plan fl_plan;
+
+/* Builds a plan: validates the descriptor, the fixed arguments and the static grid once. */
+FL_EXTERN fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **plan, fl_error *err);
+FL_EXTERN void fl_plan_retain(const fl_plan *plan);
+FL_EXTERN void fl_plan_release(const fl_plan *plan);
+
+/* Introspection. */
+FL_EXTERN const fl_layout *fl_plan_layout(const fl_plan *plan);
+FL_EXTERN size_t fl_plan_arg_offset(const fl_plan *plan, size_t index); /* SIZE_MAX when out of range */
+FL_EXTERN size_t fl_plan_nargs(const fl_plan *plan);
+FL_EXTERN size_t fl_plan_runtime_arg_count(const fl_plan *plan);
+FL_EXTERN fl_kind fl_plan_arg_kind(const fl_plan *plan, size_t index);
+FL_EXTERN int fl_plan_backend(const fl_plan *plan);
+FL_EXTERN int fl_plan_grid_mode(const fl_plan *plan);
+FL_EXTERN const char *fl_plan_name(const fl_plan *plan);
+/* Copies the template buffer (fixed args, static grid, FFTS address) into `dst` (size bytes). */
+FL_EXTERN fl_status fl_plan_template(const fl_plan *plan, void *dst, size_t size, fl_error *err);
+
+/* Launches the plan. `args` holds runtime_arg_count values; `grid` is required for FL_GRID_CALLER
+ * plans and must be NULL otherwise. Everything is validated before the submit boundary: an error
+ * with backend_submitted false means nothing was launched. */
+FL_EXTERN fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, size_t nargs,
+                              const int64_t *grid, fl_error *err);
+
+/* Computes the grid a launch would use (static, program or caller grid), validated against the
+ * backend's limits, without launching. */
+FL_EXTERN fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *args, size_t nargs,
+                                         const int64_t *grid, uint32_t out[3], fl_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Grid programs, also usable alone (tools and tests).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct fl_grid_program fl_grid_program;
+
+/* Compiles one expression. `names` (nnames entries, may be NULL) name the variables; $N names
+ * variable N. Refuses anything outside the language with FL_BAD_GRID_PROGRAM and a reason naming
+ * the position. */
+FL_EXTERN fl_status fl_grid_program_compile(const char *expr, const char *const *names, size_t nnames,
+                                            fl_grid_program **program, fl_error *err);
+/* Evaluates with Python's integer semantics on int64: floor division and modulo, arithmetic shifts;
+ * division by zero and overflow are FL_GRID_EVAL errors. */
+FL_EXTERN fl_status fl_grid_program_eval(const fl_grid_program *program, const int64_t *vars, size_t nvars,
+                                         int64_t *out, fl_error *err);
+/* True when the program refers to no variable; its value is then known at compile time. */
+FL_EXTERN bool fl_grid_program_is_constant(const fl_grid_program *program);
+/* The largest variable index used, plus one (0 for a constant program). */
+FL_EXTERN size_t fl_grid_program_nvars(const fl_grid_program *program);
+FL_EXTERN void fl_grid_program_free(fl_grid_program *program);
+
+/* ---------------------------------------------------------------------------------------------
+ * Memory: a replaceable allocator (for tests that fail each allocation in turn). Set it before
+ * creating anything; NULL restores malloc/free.
+ * ------------------------------------------------------------------------------------------- */
+typedef void *(*fl_malloc_fn)(size_t size);
+typedef void (*fl_free_fn)(void *ptr);
+FL_EXTERN void fl_set_allocator(fl_malloc_fn malloc_fn, fl_free_fn free_fn);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FASTLAUNCH_H */

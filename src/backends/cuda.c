@@ -1,0 +1,228 @@
+/* cuda.c: the CUDA backend: libcuda opened with dlopen at first use, launches of Triton cubins
+ * with the packed buffer (or a parameter array), block = 32 x num_warps, shared memory, clusters,
+ * cooperative and programmatic-dependent launch. */
+#include "../dl.h"
+#include "cuda_api.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every driver symbol is resolved once, at load. */
+static struct {
+  fl_CUresult (*cuInit)(unsigned int);
+  fl_CUresult (*cuGetErrorName)(fl_CUresult, const char **);
+  fl_CUresult (*cuCtxGetCurrent)(fl_CUcontext *);
+  fl_CUresult (*cuCtxGetDevice)(fl_CUdevice *);
+  fl_CUresult (*cuDeviceGetAttribute)(int *, int, fl_CUdevice);
+  fl_CUresult (*cuFuncGetAttribute)(int *, int, fl_CUfunction);
+  fl_CUresult (*cuFuncSetAttribute)(fl_CUfunction, int, int);
+  fl_CUresult (*cuModuleLoadData)(fl_CUmodule *, const void *);
+  fl_CUresult (*cuModuleGetFunction)(fl_CUfunction *, fl_CUmodule, const char *);
+  fl_CUresult (*cuModuleUnload)(fl_CUmodule);
+  fl_CUresult (*cuLaunchKernel)(fl_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                unsigned, fl_CUstream, void **, void **);
+  fl_CUresult (*cuLaunchKernelEx)(const fl_CUlaunchConfig *, fl_CUfunction, void **, void **);
+} drv;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static fl_status load_status = FL_BACKEND_UNAVAILABLE;
+static char load_why[FL_REASON_MAX - 32];
+static void *libcuda;
+/* FASTLAUNCH_CUDA_PARAMS=array passes a kernelParams array instead of the packed buffer. */
+static bool use_param_array;
+
+#define SYM(name, required)                                                                        \
+  do {                                                                                             \
+    *(void **)&drv.name = fl__dl_sym(libcuda, #name, load_why, sizeof load_why);                  \
+    if (!drv.name && (required)) return;                                                           \
+  } while (0)
+
+static void load_driver(void) {
+  static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+  const char *override = getenv("FASTLAUNCH_LIBCUDA");
+  const char *const custom[] = {override, NULL};
+  libcuda = fl__dl_open(override && *override ? custom : names, load_why, sizeof load_why);
+  if (!libcuda) return;
+  SYM(cuInit, true);
+  SYM(cuGetErrorName, true);
+  SYM(cuCtxGetCurrent, true);
+  SYM(cuCtxGetDevice, true);
+  SYM(cuDeviceGetAttribute, true);
+  SYM(cuFuncGetAttribute, true);
+  SYM(cuFuncSetAttribute, true);
+  SYM(cuModuleLoadData, true);
+  SYM(cuModuleGetFunction, true);
+  SYM(cuModuleUnload, true);
+  SYM(cuLaunchKernel, true);
+  SYM(cuLaunchKernelEx, false); /* drivers before CUDA 12 lack it; plans needing it are refused */
+  fl_CUresult r = drv.cuInit(0);
+  if (r != FL_CUDA_SUCCESS) {
+    snprintf(load_why, sizeof load_why, "cuInit:%d", r);
+    return;
+  }
+  const char *mode = getenv("FASTLAUNCH_CUDA_PARAMS");
+  use_param_array = mode && strcmp(mode, "array") == 0;
+  load_status = FL_OK;
+}
+
+static fl_status cuda_load(fl_error *err) {
+  pthread_once(&load_once, load_driver);
+  if (load_status != FL_OK)
+    return fl__fail(err, FL_BACKEND_UNAVAILABLE, true, "backend_unavailable:cuda:%s", load_why);
+  return FL_OK;
+}
+
+static const char *cu_error_name(fl_CUresult r) {
+  const char *name = NULL;
+  if (drv.cuGetErrorName && drv.cuGetErrorName(r, &name) == FL_CUDA_SUCCESS && name) return name;
+  return "CUDA_ERROR_UNKNOWN";
+}
+
+/* Per-plan state, immutable after plan_init. */
+typedef struct cuda_plan {
+  unsigned block_x;
+  unsigned num_ctas;
+  unsigned shared;
+  unsigned nattrs;
+  fl_CUlaunchAttribute attrs[4];
+} cuda_plan;
+
+static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
+  const fl_launch_config *c = &desc->config;
+  unsigned warps = c->num_warps ? c->num_warps : 4;
+  unsigned ctas = c->num_ctas ? c->num_ctas : 1;
+  if (warps > 32) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "num_warps_out_of_range:%u", warps);
+  if (ctas > 16) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "num_ctas_out_of_range:%u", ctas);
+  cuda_plan *cp = fl__calloc(1, sizeof *cp);
+  if (!cp) return fl__fail(err, FL_NOMEM, false, "nomem:cuda_plan");
+  cp->block_x = 32 * warps;
+  cp->num_ctas = ctas;
+  cp->shared = c->shared_mem;
+  fl_CUfunction fn = (fl_CUfunction)desc->kernel;
+  fl_CUresult r;
+  /* Above 48 KiB the kernel must opt in to dynamic shared memory, as Triton's loader does. */
+  if (c->shared_mem > 49152) {
+    fl_CUdevice dev;
+    int optin = 0, static_shared = 0;
+    if ((r = drv.cuCtxGetDevice(&dev)) != FL_CUDA_SUCCESS ||
+        (r = drv.cuDeviceGetAttribute(&optin, FL_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)) !=
+            FL_CUDA_SUCCESS ||
+        (r = drv.cuFuncGetAttribute(&static_shared, FL_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn)) != FL_CUDA_SUCCESS)
+      goto driver_error;
+    if ((long)c->shared_mem > (long)optin - static_shared) {
+      fl__free(cp);
+      return fl__fail(err, FL_UNSUPPORTED, true, "shared_mem_exceeds_device:%u:%d", c->shared_mem,
+                      optin - static_shared);
+    }
+    if ((r = drv.cuFuncSetAttribute(fn, FL_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - static_shared)) !=
+        FL_CUDA_SUCCESS)
+      goto driver_error;
+  }
+  if (ctas > 1) {
+    fl_CUlaunchAttribute *a = &cp->attrs[cp->nattrs++];
+    a->id = FL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a->value.clusterDim.x = ctas;
+    a->value.clusterDim.y = 1;
+    a->value.clusterDim.z = 1;
+    a = &cp->attrs[cp->nattrs++];
+    a->id = FL_CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+    a->value.clusterSchedulingPolicyPreference = FL_CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+    if (ctas == 16 && (r = drv.cuFuncSetAttribute(fn, FL_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)) !=
+                          FL_CUDA_SUCCESS)
+      goto driver_error;
+  }
+  if (c->cooperative) {
+    fl_CUlaunchAttribute *a = &cp->attrs[cp->nattrs++];
+    a->id = FL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    a->value.cooperative = 1;
+  }
+  if (c->pdl) {
+    fl_CUlaunchAttribute *a = &cp->attrs[cp->nattrs++];
+    a->id = FL_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a->value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cp->nattrs && !drv.cuLaunchKernelEx) {
+    fl__free(cp);
+    return fl__fail(err, FL_UNSUPPORTED, true, "cuLaunchKernelEx_missing");
+  }
+  plan->backend_data = cp;
+  return FL_OK;
+driver_error:
+  fl__free(cp);
+  return fl__fail(err, FL_BACKEND_ERROR, true, "backend_error:cuda:%s", cu_error_name(r));
+}
+
+static void cuda_plan_fini(fl_plan *plan) {
+  fl__free(plan->backend_data);
+  plan->backend_data = NULL;
+}
+
+static fl_status cuda_submit(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
+                             const uint32_t grid[3], fl_error *err) {
+  const cuda_plan *cp = plan->backend_data;
+  uint64_t gx = (uint64_t)grid[0] * cp->num_ctas;
+  if (FL__UNLIKELY(gx > INT32_MAX)) return fl__fail(err, FL_BAD_GRID, false, "grid_dim_exceeds:0");
+  void *extra[] = {FL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)args, FL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   FL_CU_LAUNCH_PARAM_END};
+  void **params = NULL, **extra_p = extra;
+  void *param_array[FL__MAX_ARGS + FL_CUDA_MAX_HIDDEN_PTRS];
+  if (use_param_array) {
+    size_t n = 0;
+    for (size_t i = 0; i < plan->nargs; i++) param_array[n++] = (unsigned char *)args + plan->offsets[i];
+    for (uint32_t h = 0; h < plan->layout.hidden_count; h++)
+      param_array[n++] = (unsigned char *)args + plan->layout.hidden_first + 8 * h;
+    params = param_array;
+    extra_p = NULL;
+  }
+  fl_CUresult r;
+  if (cp->nattrs == 0) {
+    r = drv.cuLaunchKernel((fl_CUfunction)plan->kernel, (unsigned)gx, grid[1], grid[2], cp->block_x, 1, 1,
+                           cp->shared, (fl_CUstream)(uintptr_t)stream, params, extra_p);
+  } else {
+    fl_CUlaunchConfig cfg = {(unsigned)gx, grid[1], grid[2], cp->block_x, 1, 1, cp->shared,
+                             (fl_CUstream)(uintptr_t)stream, (fl_CUlaunchAttribute *)cp->attrs, cp->nattrs};
+    r = drv.cuLaunchKernelEx(&cfg, (fl_CUfunction)plan->kernel, params, extra_p);
+  }
+  if (FL__UNLIKELY(r != FL_CUDA_SUCCESS))
+    return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(r));
+  return FL_OK;
+}
+
+const fl__backend fl__backend_cuda = {
+    .name = "cuda",
+    .abi_mask = 1u << FL_ABI_CUDA,
+    .grid_max = {INT32_MAX, 65535, 65535},
+    .grid_max_product = 0,
+    .grid_allow_zero = true,
+    .max_args_size = 32764,
+    .load = cuda_load,
+    .plan_init = cuda_plan_init,
+    .plan_fini = cuda_plan_fini,
+    .submit = cuda_submit,
+};
+
+/* ---- module loading, for tools and tests that bring their own cubin ---- */
+
+fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module, fl_error *err) {
+  fl_status st = cuda_load(err);
+  if (st != FL_OK) return st;
+  if (!image || !name || !function || !module) return fl__fail(err, FL_BAD_VALUE, true, "cuda_module_args_null");
+  fl_CUmodule mod;
+  fl_CUfunction fn;
+  fl_CUresult r = drv.cuModuleLoadData(&mod, image);
+  if (r != FL_CUDA_SUCCESS) return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:cuda:%s", cu_error_name(r));
+  r = drv.cuModuleGetFunction(&fn, mod, name);
+  if (r != FL_CUDA_SUCCESS) {
+    drv.cuModuleUnload(mod);
+    return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:cuda:%s:%.40s", cu_error_name(r), name);
+  }
+  *function = fn;
+  *module = mod;
+  return FL_OK;
+}
+
+void fl_cuda_module_unload(void *module) {
+  if (module && load_status == FL_OK) drv.cuModuleUnload((fl_CUmodule)module);
+}

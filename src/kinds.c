@@ -1,0 +1,80 @@
+/* kinds.c: names of kinds, flavours and backends, and parsing them from text. */
+#include "fl_internal.h"
+
+#include <string.h>
+
+static const char *const kind_names[FL_KIND_COUNT] = {
+    [FL_KIND_PTR] = "ptr",   [FL_KIND_I1] = "i1",     [FL_KIND_I8] = "i8",     [FL_KIND_I16] = "i16",
+    [FL_KIND_I32] = "i32",   [FL_KIND_I64] = "i64",   [FL_KIND_U8] = "u8",     [FL_KIND_U16] = "u16",
+    [FL_KIND_U32] = "u32",   [FL_KIND_U64] = "u64",   [FL_KIND_FP16] = "fp16", [FL_KIND_BF16] = "bf16",
+    [FL_KIND_FP32] = "fp32", [FL_KIND_FP64] = "fp64",
+};
+
+const char *fl_kind_name(int kind) {
+  if (kind < 0 || kind >= FL_KIND_COUNT) return NULL;
+  return kind_names[kind];
+}
+
+bool fl_kind_is_int(int kind) { return kind >= FL_KIND_I1 && kind <= FL_KIND_U64; }
+bool fl_kind_is_float(int kind) { return kind >= FL_KIND_FP16 && kind <= FL_KIND_FP64; }
+
+/* Triton spells a few scalar types differently from our kind names; these are the aliases seen in
+ * its signatures across versions ("u1" is how some versions write a boolean). */
+static const struct {
+  const char *text;
+  fl_kind kind;
+} aliases[] = {
+    {"u1", FL_KIND_I1},    {"f16", FL_KIND_FP16}, {"f32", FL_KIND_FP32},
+    {"f64", FL_KIND_FP64}, {"bool", FL_KIND_I1},
+};
+
+fl_status fl_kind_parse(const char *text, fl_kind *out, fl_error *err) {
+  if (!text) return fl__fail(err, FL_BAD_KIND, true, "kind_null");
+  if (!out) return fl__fail(err, FL_BAD_KIND, true, "kind_out_null");
+  /* A Triton pointer type ("*fp32", "*i8", "*k*fp16") is a pointer whatever it points to. */
+  if (text[0] == '*') {
+    if (text[1] == '\0') return fl__fail(err, FL_BAD_KIND, true, "kind_unknown:%s", text);
+    *out = FL_KIND_PTR;
+    return FL_OK;
+  }
+  for (int k = 0; k < FL_KIND_COUNT; k++) {
+    if (strcmp(text, kind_names[k]) == 0) {
+      *out = (fl_kind)k;
+      return FL_OK;
+    }
+  }
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+    if (strcmp(text, aliases[i].text) == 0) {
+      *out = aliases[i].kind;
+      return FL_OK;
+    }
+  }
+  if (strcmp(text, "constexpr") == 0)
+    return fl__fail(err, FL_BAD_KIND, true, "kind_constexpr_not_abi");
+  return fl__fail(err, FL_BAD_KIND, true, "kind_unknown:%.60s", text);
+}
+
+static const char *const abi_names[FL_ABI_COUNT] = {"host", "cuda", "npu"};
+
+const char *fl_abi_name(int abi) {
+  if (abi < 0 || abi >= FL_ABI_COUNT) return NULL;
+  return abi_names[abi];
+}
+
+static const char *const backend_names[FL_BACKEND_COUNT] = {"host", "null", "cuda", "npu"};
+
+const char *fl_backend_name(int backend) {
+  if (backend < 0 || backend >= FL_BACKEND_COUNT) return NULL;
+  return backend_names[backend];
+}
+
+fl_status fl_backend_parse(const char *name, fl_backend_id *out, fl_error *err) {
+  if (!name || !out) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_null");
+  for (int b = 0; b < FL_BACKEND_COUNT; b++) {
+    if (strcmp(name, backend_names[b]) == 0) {
+      *out = (fl_backend_id)b;
+      return FL_OK;
+    }
+  }
+  return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%.60s", name);
+}

@@ -1,0 +1,116 @@
+/* launch.c: the steady-state launch: copy the template, pack the runtime args, resolve the grid,
+ * submit. Everything before the backend's submit is validation that can still fall back. */
+#include "fl_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Buffers too large for the stack live here; each thread has its own, so launches never share. */
+static _Thread_local _Alignas(16) unsigned char large_args[FL__MAX_ARGS_SIZE];
+
+static fl_status resolve_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t out[3],
+                              fl_error *err) {
+  switch (plan->grid_mode) {
+    case FL_GRID_STATIC:
+      if (FL__UNLIKELY(grid != NULL)) return fl__fail(err, FL_BAD_GRID, true, "grid_unexpected");
+      out[0] = plan->static_grid[0];
+      out[1] = plan->static_grid[1];
+      out[2] = plan->static_grid[2];
+      return FL_OK;
+    case FL_GRID_PROGRAM: {
+      if (FL__UNLIKELY(grid != NULL)) return fl__fail(err, FL_BAD_GRID, true, "grid_unexpected");
+      /* The programs index variables by argument position; only the ones they read are filled. */
+      int64_t vars[plan->grid_nvars ? plan->grid_nvars : 1];
+      for (size_t k = 0; k < plan->ngrid_vars; k++) {
+        uint32_t v = plan->grid_vars[k];
+        const fl_value *a = &args[v];
+        if (FL__LIKELY(a->type == FL_VALUE_INT)) {
+          vars[v] = a->v.i;
+        } else if (a->type == FL_VALUE_BOOL) {
+          vars[v] = a->v.b;
+        } else if (a->type == FL_VALUE_UINT && a->v.u <= (uint64_t)INT64_MAX) {
+          vars[v] = (int64_t)a->v.u;
+        } else {
+          return fl__fail(err, FL_GRID_EVAL, false, "grid_overflow:arg%u", v);
+        }
+      }
+      int64_t g[3];
+      for (int d = 0; d < 3; d++) {
+        fl_status st = fl_grid_program_eval(plan->grid_prog[d], vars, plan->grid_nvars, &g[d], err);
+        if (FL__UNLIKELY(st != FL_OK)) {
+          size_t n = strlen(err->reason);
+          if (n + 3 < sizeof err->reason) snprintf(err->reason + n, sizeof err->reason - n, ":%d", d);
+          return st;
+        }
+      }
+      return fl__grid_check(plan->be, g, out, err);
+    }
+    default:
+      if (FL__UNLIKELY(grid == NULL)) return fl__fail(err, FL_BAD_GRID, true, "grid_missing");
+      return fl__grid_check(plan->be, grid, out, err);
+  }
+}
+
+/* Packs the runtime arguments. The common cases (a pointer, an int32 from an int) are written
+ * inline; everything else goes through fl_pack_value with its range checks. */
+static inline fl_status pack_runtime(const fl_plan *plan, unsigned char *buf, const fl_value *args,
+                                     fl_error *err) {
+  const int abi = plan->abi.abi;
+  for (size_t i = 0; i < plan->nruntime; i++) {
+    const fl_value *a = &args[i];
+    unsigned char *dst = buf + plan->offsets[i];
+    fl_kind kind = plan->kinds[i];
+    if (kind == FL_KIND_PTR && a->type == FL_VALUE_PTR) {
+      memcpy(dst, &a->v.p, 8);
+    } else if (kind == FL_KIND_I32 && a->type == FL_VALUE_INT && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX) {
+      int32_t x = (int32_t)a->v.i;
+      memcpy(dst, &x, 4);
+    } else if (kind == FL_KIND_I64 && a->type == FL_VALUE_INT) {
+      memcpy(dst, &a->v.i, 8);
+    } else {
+      fl_status st = fl_pack_value(abi, kind, a, dst, i, err);
+      if (FL__UNLIKELY(st != FL_OK)) return st;
+    }
+  }
+  return FL_OK;
+}
+
+fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *args, size_t nargs, const int64_t *grid,
+                               uint32_t out[3], fl_error *err) {
+  fl_error local;
+  if (!err) err = &local;
+  if (!plan) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
+  if (nargs != plan->nruntime)
+    return fl__fail(err, FL_BAD_ARG_COUNT, true, "args_size_mismatch:%zu:%zu", nargs, plan->nruntime);
+  if (nargs && !args) return fl__fail(err, FL_BAD_VALUE, false, "args_null");
+  return resolve_grid(plan, args, grid, out, err);
+}
+
+fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, size_t nargs, const int64_t *grid,
+                    fl_error *err) {
+  fl_error local;
+  if (!err) err = &local;
+  if (FL__UNLIKELY(!plan)) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
+  if (FL__UNLIKELY(nargs != plan->nruntime))
+    return fl__fail(err, FL_BAD_ARG_COUNT, true, "args_size_mismatch:%zu:%zu", nargs, plan->nruntime);
+  if (FL__UNLIKELY(nargs && !args)) return fl__fail(err, FL_BAD_VALUE, false, "args_null");
+
+  const size_t size = plan->layout.size;
+  _Alignas(16) unsigned char stack_args[FL__STACK_ARGS_SIZE];
+  unsigned char *buf = size <= sizeof stack_args ? stack_args : large_args;
+  memcpy(buf, plan->tmpl, size);
+  fl_status st = pack_runtime(plan, buf, args, err);
+  if (FL__UNLIKELY(st != FL_OK)) return st;
+
+  uint32_t g[3];
+  st = resolve_grid(plan, args, grid, g, err);
+  if (FL__UNLIKELY(st != FL_OK)) return st;
+  /* A grid with a zero dimension runs no program: like Triton's launchers, launch nothing. */
+  if (FL__UNLIKELY(g[0] == 0 || g[1] == 0 || g[2] == 0)) {
+    fl__ok(err);
+    return FL_OK;
+  }
+  if (plan->layout.grid[0] >= 0 && plan->grid_mode != FL_GRID_STATIC) fl__plan_write_grid(plan, buf, g);
+  /* The submit boundary: from here on only the backend can fail, and says whether it submitted. */
+  return plan->be->submit(plan, stream, buf, size, g, err);
+}

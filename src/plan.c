@@ -1,0 +1,266 @@
+/* plan.c: building a launch plan once (layout, template, grid) and its reference counting. */
+#include "fl_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+fl_status fl__grid_check(const fl__backend *be, const int64_t grid[3], uint32_t out[3], fl_error *err) {
+  uint64_t product = 1;
+  bool zero = false;
+  for (int d = 0; d < 3; d++) {
+    int64_t g = grid[d];
+    if (g < 0) return fl__fail(err, FL_BAD_GRID, false, "grid_dim_negative:%d", d);
+    if (g == 0) {
+      if (!be->grid_allow_zero) return fl__fail(err, FL_BAD_GRID, false, "grid_dim_zero:%d", d);
+      zero = true;
+    }
+    if (g > be->grid_max[d]) return fl__fail(err, FL_BAD_GRID, false, "grid_dim_exceeds:%d", d);
+    out[d] = (uint32_t)g;
+    /* Each factor is below 2^32 and the running product is checked before it can pass 2^64. */
+    if (!zero && be->grid_max_product) {
+      product *= (uint64_t)g;
+      if (product > be->grid_max_product)
+        return fl__fail(err, FL_BAD_GRID, false, "grid_product_exceeds");
+    }
+  }
+  return FL_OK;
+}
+
+/* Reads an integer value as int64 for grid programs; the packer has range-checked it already. */
+static bool value_to_i64(const fl_value *v, int64_t *out) {
+  switch (v->type) {
+    case FL_VALUE_INT:
+      *out = v->v.i;
+      return true;
+    case FL_VALUE_UINT:
+      if (v->v.u > (uint64_t)INT64_MAX) return false;
+      *out = (int64_t)v->v.u;
+      return true;
+    case FL_VALUE_BOOL:
+      *out = v->v.b ? 1 : 0;
+      return true;
+    default:
+      return false;
+  }
+}
+
+static void plan_free(fl_plan *plan) {
+  if (!plan) return;
+  if (plan->be && plan->be->plan_fini) plan->be->plan_fini(plan);
+  for (int d = 0; d < 3; d++) fl_grid_program_free(plan->grid_prog[d]);
+  fl__free(plan->tmpl);
+  fl__free(plan->offsets);
+  fl__free(plan->kinds);
+  fl__free(plan->name);
+  fl__free(plan);
+}
+
+static void write_grid_slots(fl_plan *plan, unsigned char *buf, const uint32_t grid[3]) {
+  for (int d = 0; d < 3; d++) {
+    int32_t g = (int32_t)grid[d];
+    memcpy(buf + plan->layout.grid[d], &g, 4);
+  }
+}
+
+/* Appends ":<dim>" to a grid program's reason, so the message names the dimension. */
+static fl_status dim_fail(fl_error *err, fl_status st, int d) {
+  if (err) {
+    size_t n = strlen(err->reason);
+    if (n + 3 < sizeof err->reason) snprintf(err->reason + n, sizeof err->reason - n, ":%d", d);
+    err->stable = true;
+  }
+  return st;
+}
+
+/* Compiles the three grid expressions, folds the fixed integer arguments in, and records which
+ * runtime arguments they read. All three constant: the plan gets a static grid instead. */
+static fl_status build_grid_program(fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
+  fl_status st;
+  bool all_constant = true;
+  for (int d = 0; d < 3; d++) {
+    if (!desc->grid_exprs[d]) return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_expr_null:%d", d);
+    st = fl_grid_program_compile(desc->grid_exprs[d], desc->arg_names, desc->arg_names ? plan->nargs : 0,
+                                 &plan->grid_prog[d], err);
+    if (st != FL_OK) return dim_fail(err, st, d);
+    fl_grid_program *prog = plan->grid_prog[d];
+    size_t nvars = fl_grid_program_nvars(prog);
+    if (nvars > plan->nargs)
+      return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_var_out_of_range:%zu:%d", nvars - 1, d);
+    for (size_t v = 0; v < nvars; v++) {
+      if (!fl__grid_program_uses_var(prog, v)) continue;
+      int64_t value;
+      if (!fl_kind_is_int(plan->kinds[v]) ||
+          (v >= plan->nruntime && !value_to_i64(&desc->fixed_args[v - plan->nruntime], &value)))
+        return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_var_not_int:%zu:%s:%d", v,
+                        fl_kind_name(plan->kinds[v]), d);
+      if (v >= plan->nruntime) {
+        st = fl__grid_program_substitute(prog, v, value, err);
+        if (st != FL_OK) return dim_fail(err, st, d);
+      }
+    }
+    if (!fl_grid_program_is_constant(prog)) all_constant = false;
+  }
+  /* Record the runtime variables in increasing order, once each. */
+  for (size_t v = 0; v < plan->nruntime; v++) {
+    bool used = false;
+    for (int d = 0; d < 3; d++) used = used || fl__grid_program_uses_var(plan->grid_prog[d], v);
+    if (!used) continue;
+    if (plan->ngrid_vars == FL__MAX_GRID_VARS)
+      return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_too_many_vars:%d", FL__MAX_GRID_VARS);
+    plan->grid_vars[plan->ngrid_vars++] = (uint32_t)v;
+    plan->grid_nvars = v + 1;
+  }
+  if (!all_constant) return FL_OK;
+  int64_t g[3];
+  for (int d = 0; d < 3; d++) {
+    st = fl_grid_program_eval(plan->grid_prog[d], NULL, 0, &g[d], err);
+    if (st != FL_OK) return dim_fail(err, st, d);
+    fl_grid_program_free(plan->grid_prog[d]);
+    plan->grid_prog[d] = NULL;
+  }
+  st = fl__grid_check(plan->be, g, plan->static_grid, err);
+  if (st != FL_OK) {
+    if (err) err->stable = true;
+    return st;
+  }
+  plan->grid_mode = FL_GRID_STATIC;
+  return FL_OK;
+}
+
+static fl_status check_desc(const fl_plan_desc *desc, const fl__backend **be_out, fl_error *err) {
+  if (!desc) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "desc_null");
+  const fl__backend *be = fl__backend_get(desc->backend);
+  if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", desc->backend);
+  if (desc->abi.abi < 0 || desc->abi.abi >= FL_ABI_COUNT)
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_unknown:%d", desc->abi.abi);
+  if (!(be->abi_mask & (1u << desc->abi.abi)))
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_not_for_backend:%s:%s", fl_abi_name(desc->abi.abi),
+                    be->name);
+  if (desc->runtime_arg_count > desc->nkinds)
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "runtime_arg_count_exceeds:%zu:%zu",
+                    desc->runtime_arg_count, desc->nkinds);
+  if (desc->runtime_arg_count < desc->nkinds && !desc->fixed_args)
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "fixed_args_null:%zu", desc->nkinds - desc->runtime_arg_count);
+  if (desc->backend != FL_BACKEND_NULL && !desc->kernel)
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "kernel_null");
+  if (desc->grid_mode < FL_GRID_CALLER || desc->grid_mode > FL_GRID_PROGRAM)
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "grid_mode_unknown:%d", desc->grid_mode);
+  *be_out = be;
+  return FL_OK;
+}
+
+fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err) {
+  const fl__backend *be = NULL;
+  fl_status st;
+  if (!out) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_out_null");
+  *out = NULL;
+  if ((st = check_desc(desc, &be, err)) != FL_OK) return st;
+  if ((st = be->load(err)) != FL_OK) return st;
+
+  fl_plan *plan = fl__calloc(1, sizeof *plan);
+  if (!plan) return fl__fail(err, FL_NOMEM, false, "nomem:plan");
+  plan->backend = desc->backend;
+  plan->be = be;
+  plan->abi = desc->abi;
+  plan->kernel = desc->kernel;
+  plan->nargs = desc->nkinds;
+  plan->nruntime = desc->runtime_arg_count;
+  plan->grid_mode = desc->grid_mode;
+  plan->config = desc->config;
+  atomic_init(&plan->refcount, 1);
+  plan->name = fl__strdup(desc->name ? desc->name : "kernel");
+  plan->kinds = fl__calloc(desc->nkinds ? desc->nkinds : 1, sizeof *plan->kinds);
+  plan->offsets = fl__calloc(desc->nkinds ? desc->nkinds : 1, sizeof *plan->offsets);
+  if (!plan->name || !plan->kinds || !plan->offsets) {
+    st = fl__fail(err, FL_NOMEM, false, "nomem:plan");
+    goto error;
+  }
+  if ((st = fl_layout_compute(&desc->abi, desc->kinds, desc->nkinds, &plan->layout, plan->offsets, err)) != FL_OK)
+    goto error;
+  memcpy(plan->kinds, desc->kinds, desc->nkinds * sizeof *plan->kinds);
+  if (plan->layout.size > be->max_args_size) {
+    st = fl__fail(err, FL_UNSUPPORTED, true, "args_too_large:%zu:%zu", plan->layout.size, be->max_args_size);
+    goto error;
+  }
+  plan->tmpl = fl__calloc(plan->layout.size ? plan->layout.size : 1, 1);
+  if (!plan->tmpl) {
+    st = fl__fail(err, FL_NOMEM, false, "nomem:template");
+    goto error;
+  }
+  /* Fixed arguments are packed once; a value that does not fit is a stable refusal of the plan. */
+  for (size_t i = plan->nruntime; i < plan->nargs; i++) {
+    if (plan->kinds[i] == FL_KIND_PTR) {
+      st = fl__fail(err, FL_BAD_DESCRIPTOR, true, "fixed_ptr_unsupported:%zu", i);
+      goto error;
+    }
+    st = fl_pack_value(desc->abi.abi, plan->kinds[i], &desc->fixed_args[i - plan->nruntime],
+                       plan->tmpl + plan->offsets[i], i, err);
+    if (st != FL_OK) {
+      if (err) err->stable = true;
+      goto error;
+    }
+  }
+  if (plan->grid_mode == FL_GRID_STATIC) {
+    if ((st = fl__grid_check(be, desc->static_grid, plan->static_grid, err)) != FL_OK) {
+      if (err) err->stable = true;
+      goto error;
+    }
+  } else if (plan->grid_mode == FL_GRID_PROGRAM) {
+    if ((st = build_grid_program(plan, desc, err)) != FL_OK) goto error;
+  }
+  if (plan->grid_mode == FL_GRID_STATIC && plan->layout.grid[0] >= 0) write_grid_slots(plan, plan->tmpl, plan->static_grid);
+  if (plan->layout.ffts >= 0) memcpy(plan->tmpl + plan->layout.ffts, &desc->npu_ffts_addr, 8);
+  if (be->plan_init && (st = be->plan_init(plan, desc, err)) != FL_OK) goto error;
+  /* From here on the plan owns the kernel's owner; on failure the caller keeps it. */
+  plan->owner = desc->owner;
+  plan->owner_release = desc->owner_release;
+  *out = plan;
+  return FL_OK;
+error:
+  plan->be = NULL; /* plan_init did not run, or failed and cleaned up after itself */
+  plan_free(plan);
+  return st;
+}
+
+void fl_plan_retain(const fl_plan *plan) {
+  if (plan) atomic_fetch_add_explicit(&((fl_plan *)plan)->refcount, 1, memory_order_relaxed);
+}
+
+void fl_plan_release(const fl_plan *cplan) {
+  fl_plan *plan = (fl_plan *)cplan;
+  if (!plan) return;
+  if (atomic_fetch_sub_explicit(&plan->refcount, 1, memory_order_acq_rel) != 1) return;
+  void *owner = plan->owner;
+  void (*release)(void *) = plan->owner_release;
+  plan_free(plan);
+  if (release) release(owner);
+}
+
+const fl_layout *fl_plan_layout(const fl_plan *plan) { return plan ? &plan->layout : NULL; }
+size_t fl_plan_nargs(const fl_plan *plan) { return plan ? plan->nargs : 0; }
+size_t fl_plan_runtime_arg_count(const fl_plan *plan) { return plan ? plan->nruntime : 0; }
+int fl_plan_backend(const fl_plan *plan) { return plan ? plan->backend : -1; }
+int fl_plan_grid_mode(const fl_plan *plan) { return plan ? plan->grid_mode : -1; }
+const char *fl_plan_name(const fl_plan *plan) { return plan ? plan->name : NULL; }
+
+size_t fl_plan_arg_offset(const fl_plan *plan, size_t index) {
+  if (!plan || index >= plan->nargs) return SIZE_MAX;
+  return plan->offsets[index];
+}
+
+fl_kind fl_plan_arg_kind(const fl_plan *plan, size_t index) {
+  if (!plan || index >= plan->nargs) return FL_KIND_COUNT;
+  return plan->kinds[index];
+}
+
+fl_status fl_plan_template(const fl_plan *plan, void *dst, size_t size, fl_error *err) {
+  if (!plan) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
+  if (!dst || size < plan->layout.size)
+    return fl__fail(err, FL_BAD_VALUE, true, "template_buffer_too_small:%zu:%zu", size, plan->layout.size);
+  memcpy(dst, plan->tmpl, plan->layout.size);
+  return FL_OK;
+}
+
+void fl__plan_write_grid(const fl_plan *plan, unsigned char *buf, const uint32_t grid[3]) {
+  write_grid_slots((fl_plan *)plan, buf, grid);
+}

@@ -1,0 +1,260 @@
+/* test_cuda_abi.c: the cuda backend without a GPU: its driver declarations against cuda.h, the
+ * unavailable error, and its launches against a recording stand-in libcuda (tests/c/fakes). What
+ * needs a real GPU runs in tools/gpu-check instead. */
+#include "fastlaunch.h"
+#include "backends/cuda_api.h"
+
+#include <dlfcn.h>
+#include <spawn.h>
+#include <stddef.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef FL_HAVE_CUDA_H
+#include <cuda.h>
+#endif
+
+#define FL_TESTS(X) X(driver_declarations_match_cuda_h) X(unavailable_without_libcuda) X(fake_driver_buffer) X(fake_driver_param_array)
+#define FL_TEST_MAIN
+#include "fl_test.h"
+
+extern char **environ;
+
+static void driver_declarations_match_cuda_h(void) {
+#ifdef FL_HAVE_CUDA_H
+  ASSERT_EQ(sizeof(fl_CUlaunchConfig), sizeof(CUlaunchConfig));
+  ASSERT_EQ(offsetof(fl_CUlaunchConfig, sharedMemBytes), offsetof(CUlaunchConfig, sharedMemBytes));
+  ASSERT_EQ(offsetof(fl_CUlaunchConfig, hStream), offsetof(CUlaunchConfig, hStream));
+  ASSERT_EQ(offsetof(fl_CUlaunchConfig, attrs), offsetof(CUlaunchConfig, attrs));
+  ASSERT_EQ(offsetof(fl_CUlaunchConfig, numAttrs), offsetof(CUlaunchConfig, numAttrs));
+  ASSERT_EQ(sizeof(fl_CUlaunchAttribute), sizeof(CUlaunchAttribute));
+  ASSERT_EQ(offsetof(fl_CUlaunchAttribute, value), offsetof(CUlaunchAttribute, value));
+  ASSERT_EQ(sizeof(fl_CUlaunchAttributeValue), sizeof(CUlaunchAttributeValue));
+  ASSERT_EQ(FL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE, CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+  ASSERT_EQ(FL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  ASSERT_EQ(FL_CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
+            CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE);
+  ASSERT_EQ(FL_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  ASSERT_EQ(FL_CU_CLUSTER_SCHEDULING_POLICY_SPREAD, CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+  ASSERT_EQ(FL_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+  ASSERT_EQ(FL_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  ASSERT_EQ(FL_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED);
+  ASSERT_EQ(FL_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  ASSERT_TRUE(FL_CU_LAUNCH_PARAM_BUFFER_POINTER == CU_LAUNCH_PARAM_BUFFER_POINTER);
+  ASSERT_TRUE(FL_CU_LAUNCH_PARAM_BUFFER_SIZE == CU_LAUNCH_PARAM_BUFFER_SIZE);
+  ASSERT_TRUE(FL_CU_LAUNCH_PARAM_END == CU_LAUNCH_PARAM_END);
+#else
+  printf("     (cuda.h not found: declarations not compared here; the fake-driver tests still run)\n");
+#endif
+}
+
+static void unavailable_without_libcuda(void) {
+  if (getenv("FASTLAUNCH_LIBCUDA")) return; /* a child run with the fake driver */
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    dlclose(h);
+    printf("     (libcuda is installed here: the unavailable path was not exercised)\n");
+    return;
+  }
+  fl_error err;
+  ASSERT_EQ(fl_backend_load(FL_BACKEND_CUDA, &err), FL_BACKEND_UNAVAILABLE);
+  ASSERT_TRUE(strncmp(err.reason, "backend_unavailable:cuda:libcuda.so", 35) == 0);
+  ASSERT_TRUE(err.stable && !err.backend_submitted);
+  void *f, *m;
+  ASSERT_EQ(fl_cuda_module_load("x", "k", &f, &m, &err), FL_BACKEND_UNAVAILABLE);
+  uint64_t s;
+  ASSERT_EQ(fl_stream_create(FL_BACKEND_CUDA, &s, &err), FL_BACKEND_UNAVAILABLE);
+}
+
+/* Builds the fake driver and runs this binary again with it, one test in the child. */
+static void run_child(const char *test, const char *mode) {
+  char dir[] = "/tmp/fl_fakecuda_XXXXXX", lib[256], cmd[1024];
+  if (!mkdtemp(dir)) FL_FAIL_AT("mkdtemp failed");
+  const char *cc = getenv("CC") ? getenv("CC") : FL_TEST_CC;
+  const char *src = getenv("FL_TEST_SRC_DIR") ? getenv("FL_TEST_SRC_DIR") : FL_TEST_SRC_DIR;
+  snprintf(lib, sizeof lib, "%s/libfakecuda.so", dir);
+  snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O1 -o %s %s/tests/c/fakes/fake_cuda.c", cc, lib, src);
+  ASSERT_EQ(system(cmd), 0);
+  setenv("FASTLAUNCH_LIBCUDA", lib, 1);
+  setenv("FASTLAUNCH_CUDA_PARAMS", mode, 1);
+  char self[512];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_TRUE(n > 0);
+  self[n] = '\0';
+  char *argv[] = {self, (char *)test, NULL};
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, self, NULL, NULL, argv, environ), 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  unsetenv("FASTLAUNCH_LIBCUDA");
+  unsetenv("FASTLAUNCH_CUDA_PARAMS");
+  unlink(lib);
+  rmdir(dir);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FL_FAIL_AT("child run of %s (%s) failed", test, mode);
+}
+
+typedef struct fake_launch {
+  int calls, ex_calls;
+  unsigned grid[3], block[3], shared;
+  void *stream, *function;
+  void **params, **extra;
+  unsigned char buffer[4096];
+  size_t buffer_size;
+  unsigned char param_copies[64][8];
+  int nattrs;
+  int attr_ids[8];
+  unsigned attr_vals[8][3];
+  int set_attr_calls;
+  int last_set_attr, last_set_value;
+  int fail_next;
+} fake_launch;
+
+static fake_launch *fake_state(void) {
+  void *h = dlopen(getenv("FASTLAUNCH_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+  return h ? dlsym(h, "fake_cuda_state") : NULL;
+}
+
+static const fl_kind sig[] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_FP16, FL_KIND_I64, FL_KIND_I8};
+
+static fl_plan_desc cuda_desc(void) {
+  fl_plan_desc d;
+  memset(&d, 0, sizeof d);
+  d.backend = FL_BACKEND_CUDA;
+  d.abi.abi = FL_ABI_CUDA;
+  d.abi.cuda_hidden_ptrs = 2;
+  d.kernel = (void *)0xf00d;
+  d.kinds = sig;
+  d.nkinds = 5;
+  d.runtime_arg_count = 4;
+  static fl_value fixed[1];
+  fixed[0] = fl_int(-5);
+  d.fixed_args = fixed;
+  d.grid_mode = FL_GRID_STATIC;
+  d.static_grid[0] = 5, d.static_grid[1] = 2, d.static_grid[2] = 1;
+  d.config.num_warps = 8;
+  d.config.shared_mem = 1000;
+  return d;
+}
+
+static void launches_through_fake(bool param_array) {
+  if (!getenv("FASTLAUNCH_LIBCUDA")) {
+    run_child(param_array ? "fake_driver_param_array" : "fake_driver_buffer", param_array ? "array" : "buffer");
+    return;
+  }
+  fl_error err;
+  fl_plan *p;
+  fl_plan_desc d = cuda_desc();
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  fake_launch *s = fake_state();
+  ASSERT_TRUE(s != NULL);
+  fl_value args[] = {fl_ptr((void *)0x7000), fl_int(-3), fl_float(1.5), fl_int(1LL << 40)};
+  ASSERT_OK(fl_launch(p, 0x77, args, 4, NULL, &err), &err);
+  ASSERT_EQ(s->calls, 1);
+  ASSERT_EQ(s->ex_calls, 0);
+  ASSERT_EQ(s->grid[0], 5);
+  ASSERT_EQ(s->grid[1], 2);
+  ASSERT_EQ(s->grid[2], 1);
+  ASSERT_EQ(s->block[0], 256);
+  ASSERT_EQ(s->block[1], 1);
+  ASSERT_EQ(s->shared, 1000);
+  ASSERT_EQ_U((uintptr_t)s->stream, 0x77);
+  ASSERT_EQ_U((uintptr_t)s->function, 0xf00d);
+  const fl_layout *l = fl_plan_layout(p);
+  /* ptr@0 i32@8 fp16@12 i64@16 i8@24, hidden pointers @32 and @40, size 48 */
+  ASSERT_EQ(l->size, 48);
+  unsigned char want[48];
+  memset(want, 0, sizeof want);
+  uint64_t ptr = 0x7000;
+  int32_t i32 = -3;
+  uint16_t h = 0x3e00;
+  int64_t i64 = 1LL << 40;
+  int8_t i8 = -5;
+  memcpy(want + 0, &ptr, 8);
+  memcpy(want + 8, &i32, 4);
+  memcpy(want + 12, &h, 2);
+  memcpy(want + 16, &i64, 8);
+  memcpy(want + 24, &i8, 1);
+  if (!param_array) {
+    ASSERT_TRUE(s->params == NULL);
+    ASSERT_EQ(s->buffer_size, 48);
+    ASSERT_TRUE(memcmp(s->buffer, want, 48) == 0);
+  } else {
+    /* One pointer per parameter, each at its slot: 5 arguments then 2 hidden scratch pointers. */
+    ASSERT_TRUE(s->extra == NULL);
+    size_t offs[] = {0, 8, 12, 16, 24, 32, 40};
+    size_t sizes[] = {8, 4, 2, 8, 1, 8, 8};
+    for (int i = 0; i < 7; i++) ASSERT_TRUE(memcmp(s->param_copies[i], want + offs[i], sizes[i]) == 0);
+  }
+  /* A y dimension past 65535 is refused before the driver is called. */
+  fl_plan_release(p);
+  d.grid_mode = FL_GRID_CALLER;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  int64_t tall[3] = {1, 70000, 1}, ok[3] = {3, 4, 5};
+  ASSERT_FAILS(fl_launch(p, 0x77, args, 4, tall, &err), &err, FL_BAD_GRID, "grid_dim_exceeds:1");
+  ASSERT_EQ(s->calls, 1);
+  /* A driver error after the boundary says the launch may have been submitted. */
+  s->fail_next = 700;
+  ASSERT_FAILS(fl_launch(p, 0x77, args, 4, ok, &err), &err, FL_BACKEND_ERROR, "backend_error:cuda:CUDA_ERROR_ILLEGAL_ADDRESS");
+  ASSERT_TRUE(err.backend_submitted && !err.stable);
+  ASSERT_OK(fl_launch(p, 0x77, args, 4, ok, &err), &err);
+  ASSERT_EQ(s->calls, 2);
+  ASSERT_EQ(s->grid[2], 5);
+  fl_plan_release(p);
+
+  /* Clusters, cooperative and PDL go through cuLaunchKernelEx with the x grid scaled by num_ctas. */
+  d = cuda_desc();
+  d.config.num_ctas = 2;
+  d.config.cooperative = true;
+  d.config.pdl = true;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  ASSERT_OK(fl_launch(p, 0x77, args, 4, NULL, &err), &err);
+  ASSERT_EQ(s->ex_calls, 1);
+  ASSERT_EQ(s->grid[0], 10);
+  ASSERT_EQ(s->nattrs, 4);
+  ASSERT_EQ(s->attr_ids[0], FL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  ASSERT_EQ(s->attr_vals[0][0], 2);
+  ASSERT_EQ(s->attr_vals[0][1], 1);
+  ASSERT_EQ(s->attr_ids[1], FL_CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE);
+  ASSERT_EQ(s->attr_vals[1][0], FL_CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+  ASSERT_EQ(s->attr_ids[2], FL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+  ASSERT_EQ(s->attr_ids[3], FL_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  fl_plan_release(p);
+  /* gridX x num_ctas past int32 is refused before the driver. */
+  d.grid_mode = FL_GRID_STATIC;
+  d.static_grid[0] = INT32_MAX;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  ASSERT_FAILS(fl_launch(p, 0x77, args, 4, NULL, &err), &err, FL_BAD_GRID, "grid_dim_exceeds:0");
+  ASSERT_TRUE(!err.backend_submitted);
+  fl_plan_release(p);
+
+  /* More than 48 KiB of shared memory opts in: optin (232448) minus the static size (1024). */
+  d = cuda_desc();
+  d.config.shared_mem = 100000;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  ASSERT_EQ(s->last_set_attr, FL_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  ASSERT_EQ(s->last_set_value, 232448 - 1024);
+  fl_plan_release(p);
+  d.config.shared_mem = 300000;
+  fl_plan *q = (fl_plan *)0x1;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_UNSUPPORTED, "shared_mem_exceeds_device:300000:231424");
+  ASSERT_TRUE(q == NULL);
+  d = cuda_desc();
+  d.config.num_warps = 64;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "num_warps_out_of_range:64");
+  d = cuda_desc();
+  d.config.num_ctas = 32;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "num_ctas_out_of_range:32");
+  /* Module loading reports the driver's error name. */
+  void *fn, *mod;
+  ASSERT_OK(fl_cuda_module_load("image", "kernel", &fn, &mod, &err), &err);
+  fl_cuda_module_unload(mod);
+  ASSERT_FAILS(fl_cuda_module_load("image", "missing", &fn, &mod, &err), &err, FL_KERNEL_LOAD,
+               "kernel_load:cuda:CUDA_ERROR_FAKE:missing");
+  /* cuda streams belong to the framework. */
+  uint64_t st;
+  ASSERT_FAILS(fl_stream_create(FL_BACKEND_CUDA, &st, &err), &err, FL_UNSUPPORTED, "stream_create_unsupported:cuda");
+}
+
+static void fake_driver_buffer(void) { launches_through_fake(false); }
+static void fake_driver_param_array(void) { launches_through_fake(true); }

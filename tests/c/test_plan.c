@@ -1,0 +1,381 @@
+/* test_plan.c: plan building and launching through the public API on the null backend: every
+ * descriptor and launch refusal with its own reason, templates, grid modes, exactly-once counting,
+ * and every allocation failure point of plan creation. */
+#include "fastlaunch.h"
+
+#define FL_TESTS(X) \
+  X(descriptor_refusals) X(fixed_args_and_template) X(static_grid_refusals) X(grid_program_plans) \
+  X(launch_refusals_submit_nothing) X(caller_grid) X(npu_template) X(allocation_failures) X(introspection)
+#define FL_TEST_MAIN
+#include "fl_test.h"
+
+static const fl_kind k3[] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_I32};
+
+static fl_plan_desc null_desc(void) {
+  fl_plan_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "k";
+  d.backend = FL_BACKEND_NULL;
+  d.abi.abi = FL_ABI_HOST;
+  d.kinds = k3;
+  d.nkinds = 3;
+  d.runtime_arg_count = 3;
+  d.grid_mode = FL_GRID_STATIC;
+  d.static_grid[0] = d.static_grid[1] = d.static_grid[2] = 1;
+  return d;
+}
+
+static uint64_t count_of(uint64_t stream) {
+  fl_error err;
+  uint64_t n = 0;
+  if (fl_stream_count(FL_BACKEND_NULL, stream, &n, &err) != FL_OK) return UINT64_MAX;
+  return n;
+}
+
+static void expect_refused(const fl_plan_desc *d, int status, const char *reason, int line) {
+  fl_error err;
+  fl_plan *p = (fl_plan *)0x1;
+  int st = fl_plan_create(d, &p, &err);
+  if (st == FL_OK) fl_plan_release(p);
+  if (st != status || strcmp(err.reason, reason) != 0 || p != NULL || !err.stable || err.backend_submitted) {
+    fprintf(stderr, "line %d: got %s \"%s\" (stable %d), expected %s \"%s\"\n", line, fl_status_name(st), err.reason,
+            err.stable, fl_status_name(status), reason);
+    fl_test_failures++;
+  }
+}
+#define REFUSED(d, status, reason) expect_refused(&(d), status, reason, __LINE__)
+
+static void descriptor_refusals(void) {
+  fl_error err;
+  fl_plan *p;
+  ASSERT_FAILS(fl_plan_create(NULL, &p, &err), &err, FL_BAD_DESCRIPTOR, "desc_null");
+  fl_plan_desc d = null_desc();
+  ASSERT_FAILS(fl_plan_create(&d, NULL, &err), &err, FL_BAD_DESCRIPTOR, "plan_out_null");
+  d = null_desc(); d.backend = 9; REFUSED(d, FL_BAD_DESCRIPTOR, "backend_unknown:9");
+  d = null_desc(); d.abi.abi = 5; REFUSED(d, FL_BAD_DESCRIPTOR, "abi_unknown:5");
+  d = null_desc(); d.backend = FL_BACKEND_HOST; d.abi.abi = FL_ABI_NPU; d.kernel = (void *)1;
+  REFUSED(d, FL_BAD_DESCRIPTOR, "abi_not_for_backend:npu:host");
+  d = null_desc(); d.runtime_arg_count = 4; REFUSED(d, FL_BAD_DESCRIPTOR, "runtime_arg_count_exceeds:4:3");
+  d = null_desc(); d.runtime_arg_count = 1; REFUSED(d, FL_BAD_DESCRIPTOR, "fixed_args_null:2");
+  d = null_desc(); d.backend = FL_BACKEND_HOST; REFUSED(d, FL_BAD_DESCRIPTOR, "kernel_null");
+  d = null_desc(); d.grid_mode = 7; REFUSED(d, FL_BAD_DESCRIPTOR, "grid_mode_unknown:7");
+  fl_kind bad[] = {FL_KIND_PTR, (fl_kind)77};
+  d = null_desc(); d.kinds = bad; d.nkinds = 2; d.runtime_arg_count = 2;
+  REFUSED(d, FL_BAD_KIND, "kind_unknown:1:77");
+  /* A fixed pointer cannot be baked into a template. */
+  fl_value fixed[2] = {fl_int(1), fl_int(2)};
+  d = null_desc(); d.runtime_arg_count = 0; d.fixed_args = fixed;
+  fl_value three[3] = {fl_ptr(NULL), fl_int(1), fl_int(2)};
+  d.fixed_args = three;
+  REFUSED(d, FL_BAD_DESCRIPTOR, "fixed_ptr_unsupported:0");
+  /* A fixed value out of range refuses the plan, stably. */
+  fl_value over[2] = {fl_int(1), fl_int(1LL << 40)};
+  d = null_desc(); d.runtime_arg_count = 1; d.fixed_args = over;
+  REFUSED(d, FL_BAD_VALUE, "int_out_of_range:2:i32");
+  /* Arguments beyond the backend's parameter space are refused: the host backend takes 4 KiB. */
+  static fl_kind many[1025];
+  for (int i = 0; i < 1025; i++) many[i] = FL_KIND_I64;
+  d = null_desc(); d.backend = FL_BACKEND_HOST; d.kernel = (void *)1; d.kinds = many; d.nkinds = 600;
+  d.runtime_arg_count = 600;
+  REFUSED(d, FL_UNSUPPORTED, "args_too_large:4800:4096");
+  d.nkinds = 1025; d.runtime_arg_count = 1025;
+  REFUSED(d, FL_BAD_DESCRIPTOR, "too_many_args:1025");
+  /* The null backend takes 32 KiB: 600 i64 fit there. */
+  d = null_desc(); d.kinds = many; d.nkinds = 600; d.runtime_arg_count = 600;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  ASSERT_EQ(fl_plan_layout(p)->size, 4800);
+  fl_plan_release(p);
+  /* Backends that cannot load here say so, with the loader's words. */
+  d = null_desc(); d.backend = FL_BACKEND_CUDA; d.abi.abi = FL_ABI_CUDA; d.kernel = (void *)1;
+  int st = fl_plan_create(&d, &p, &err);
+  if (st == FL_BACKEND_UNAVAILABLE) {
+    ASSERT_TRUE(strncmp(err.reason, "backend_unavailable:cuda:", 25) == 0);
+    ASSERT_TRUE(err.stable);
+  } else {
+    printf("     (libcuda loaded here: the unavailable path was not exercised)\n");
+    if (st == FL_OK) fl_plan_release(p);
+  }
+  d = null_desc(); d.backend = FL_BACKEND_NPU; d.abi.abi = FL_ABI_NPU; d.kernel = (void *)1;
+  st = fl_plan_create(&d, &p, &err);
+  ASSERT_EQ(st, FL_BACKEND_UNAVAILABLE);
+  ASSERT_TRUE(strncmp(err.reason, "backend_unavailable:npu:", 24) == 0);
+}
+
+static void fixed_args_and_template(void) {
+  fl_error err;
+  fl_plan *p;
+  fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_FP16, FL_KIND_I64, FL_KIND_I1};
+  fl_value fixed[] = {fl_float(0.5), fl_int(-7), fl_bool(true)};
+  fl_plan_desc d = null_desc();
+  d.kinds = kinds; d.nkinds = 5; d.runtime_arg_count = 2; d.fixed_args = fixed;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  unsigned char t[64];
+  memset(t, 0xEE, sizeof t);
+  ASSERT_OK(fl_plan_template(p, t, sizeof t, &err), &err);
+  uint16_t h;
+  int64_t i64;
+  memcpy(&h, t + fl_plan_arg_offset(p, 2), 2);
+  ASSERT_EQ(h, 0x3800); /* 0.5 in fp16 */
+  memcpy(&i64, t + fl_plan_arg_offset(p, 3), 8);
+  ASSERT_EQ(i64, -7);
+  ASSERT_EQ(t[fl_plan_arg_offset(p, 4)], 1);
+  /* Runtime slots start zeroed. */
+  for (size_t b = 0; b < 12; b++) ASSERT_EQ(t[b], 0);
+  ASSERT_FAILS(fl_plan_template(p, t, 4, &err), &err, FL_BAD_VALUE, "template_buffer_too_small:4:32");
+  uint64_t s;
+  ASSERT_OK(fl_stream_create(FL_BACKEND_NULL, &s, &err), &err);
+  fl_value args[] = {fl_ptr(t), fl_int(3)};
+  for (int i = 0; i < 100; i++) ASSERT_OK(fl_launch(p, s, args, 2, NULL, &err), &err);
+  ASSERT_EQ(count_of(s), 100);
+  ASSERT_OK(fl_stream_destroy(FL_BACKEND_NULL, s, &err), &err);
+  fl_plan_release(p);
+}
+
+static void static_grid_refusals(void) {
+  fl_plan_desc d = null_desc();
+  d.static_grid[0] = -1; REFUSED(d, FL_BAD_GRID, "grid_dim_negative:0");
+  d = null_desc(); d.static_grid[1] = (int64_t)INT32_MAX + 1; REFUSED(d, FL_BAD_GRID, "grid_dim_exceeds:1");
+  /* Far beyond int32: refused at plan time. */
+  d = null_desc(); d.static_grid[2] = 1LL << 40; REFUSED(d, FL_BAD_GRID, "grid_dim_exceeds:2");
+}
+
+static void grid_program_plans(void) {
+  fl_error err;
+  fl_plan *p;
+  fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_I32, FL_KIND_I32};
+  const char *names[] = {"out", "xnumel", "ynumel", "XBLOCK"};
+  fl_value fixed[] = {fl_int(128)};
+  fl_plan_desc d = null_desc();
+  d.kinds = kinds; d.nkinds = 4; d.runtime_arg_count = 3; d.fixed_args = fixed; d.arg_names = names;
+  d.grid_mode = FL_GRID_PROGRAM;
+  d.grid_exprs[0] = "-((xnumel) // -(XBLOCK))";
+  d.grid_exprs[1] = "min(ynumel, 65535)";
+  d.grid_exprs[2] = "-((ynumel) // -(65535))";
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  ASSERT_EQ(fl_plan_grid_mode(p), FL_GRID_PROGRAM);
+  uint32_t g[3];
+  for (int64_t x = 0; x < 2000; x += 37) {
+    for (int64_t y = 1; y < 200000; y += 9999) {
+      fl_value a[] = {fl_ptr(NULL), fl_int(x), fl_int(y)};
+      ASSERT_OK(fl_plan_resolve_grid(p, a, 3, NULL, g, &err), &err);
+      ASSERT_EQ(g[0], (x + 127) / 128);
+      ASSERT_EQ(g[1], y < 65535 ? y : 65535);
+      ASSERT_EQ(g[2], (y + 65534) / 65535);
+    }
+  }
+  /* A negative numel gives a negative grid: refused before anything is submitted, not stable. */
+  fl_value a[] = {fl_ptr(NULL), fl_int(-1000), fl_int(1)};
+  ASSERT_FAILS(fl_plan_resolve_grid(p, a, 3, NULL, g, &err), &err, FL_BAD_GRID, "grid_dim_negative:0");
+  ASSERT_TRUE(!err.stable);
+  fl_plan_release(p);
+
+  /* Constant after folding the fixed argument: the plan gets a static grid. */
+  d.grid_exprs[0] = "-((4096) // -(XBLOCK))";
+  d.grid_exprs[1] = "1";
+  d.grid_exprs[2] = "1";
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  ASSERT_EQ(fl_plan_grid_mode(p), FL_GRID_STATIC);
+  fl_value b[] = {fl_ptr(NULL), fl_int(1), fl_int(1)};
+  ASSERT_OK(fl_plan_resolve_grid(p, b, 3, NULL, g, &err), &err);
+  ASSERT_EQ(g[0], 32);
+  fl_plan_release(p);
+
+  /* Refusals, each stable and naming the dimension. */
+  d.grid_exprs[0] = "xnumel";
+  d.grid_exprs[1] = "out";
+  REFUSED(d, FL_BAD_GRID_PROGRAM, "grid_var_not_int:0:ptr:1");
+  d.grid_exprs[1] = "nope + 1";
+  REFUSED(d, FL_BAD_GRID_PROGRAM, "grid_expr_unknown_name:nope:1");
+  d.grid_exprs[1] = NULL;
+  REFUSED(d, FL_BAD_GRID_PROGRAM, "grid_expr_null:1");
+  d.grid_exprs[1] = "1";
+  d.grid_exprs[2] = "XBLOCK // 0";
+  REFUSED(d, FL_BAD_GRID_PROGRAM, "grid_expr_const_div_by_zero:2");
+  d.grid_exprs[0] = "$1";
+  d.grid_exprs[2] = "$9";
+  d.arg_names = NULL;
+  REFUSED(d, FL_BAD_GRID_PROGRAM, "grid_var_out_of_range:9:2");
+  /* Constant after folding and negative: the static grid check refuses it. */
+  d.grid_exprs[0] = "1";
+  d.grid_exprs[2] = "$3 - 200";
+  REFUSED(d, FL_BAD_GRID, "grid_dim_negative:2");
+}
+
+static void launch_refusals_submit_nothing(void) {
+  fl_error err;
+  fl_plan *p;
+  fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_U8};
+  const char *names[] = {"p", "n", "c"};
+  fl_plan_desc d = null_desc();
+  d.kinds = kinds; d.arg_names = names; d.grid_mode = FL_GRID_PROGRAM;
+  d.grid_exprs[0] = "1024 // n"; d.grid_exprs[1] = "1"; d.grid_exprs[2] = "1";
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  uint64_t s;
+  ASSERT_OK(fl_stream_create(FL_BACKEND_NULL, &s, &err), &err);
+  fl_value ok[] = {fl_ptr(&d), fl_int(8), fl_int(255)};
+  ASSERT_OK(fl_launch(p, s, ok, 3, NULL, &err), &err);
+  ASSERT_EQ(count_of(s), 1);
+  /* Each of these fails before the submit boundary: not submitted, nothing counted. */
+  fl_value bad_u8[] = {fl_ptr(&d), fl_int(8), fl_int(256)};
+  fl_value neg_u8[] = {fl_ptr(&d), fl_int(8), fl_int(-1)};
+  fl_value bad_ptr[] = {fl_float(1.0), fl_int(8), fl_int(1)};
+  fl_value zero[] = {fl_ptr(&d), fl_int(0), fl_int(1)};
+  fl_value big[] = {fl_ptr(&d), fl_int(-1), fl_int(1)};
+  int64_t grid[3] = {1, 1, 1};
+  struct {
+    const fl_value *args;
+    size_t n;
+    const int64_t *grid;
+    uint64_t stream;
+    int status;
+    const char *reason;
+    bool stable;
+  } cases[] = {
+      {ok, 2, NULL, 0, FL_BAD_ARG_COUNT, "args_size_mismatch:2:3", true},
+      {NULL, 3, NULL, 0, FL_BAD_VALUE, "args_null", false},
+      {bad_u8, 3, NULL, 0, FL_BAD_VALUE, "int_out_of_range:2:u8", false},
+      {neg_u8, 3, NULL, 0, FL_BAD_VALUE, "uint_negative:2:u8", false},
+      {bad_ptr, 3, NULL, 0, FL_BAD_VALUE, "ptr_expected:0:float", false},
+      {zero, 3, NULL, 0, FL_GRID_EVAL, "grid_div_by_zero:0", false},
+      {big, 3, NULL, 0, FL_BAD_GRID, "grid_dim_negative:0", false},
+      {ok, 3, grid, 0, FL_BAD_GRID, "grid_unexpected", true},
+      {ok, 3, NULL, 0xdead0001, FL_BAD_STREAM, "stream_invalid:0xdead0001", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    memset(&err, 0, sizeof err);
+    err.backend_submitted = true;
+    int st = fl_launch(p, cases[i].stream ? cases[i].stream : s, cases[i].args, cases[i].n, cases[i].grid, &err);
+    if (st != cases[i].status || strcmp(err.reason, cases[i].reason) != 0 || err.backend_submitted ||
+        err.stable != cases[i].stable) {
+      fprintf(stderr, "case %zu: %s \"%s\" stable %d submitted %d\n", i, fl_status_name(st), err.reason, err.stable,
+              err.backend_submitted);
+      fl_test_failures++;
+    }
+  }
+  ASSERT_EQ(count_of(s), 1);
+  ASSERT_FAILS(fl_launch(NULL, s, ok, 3, NULL, &err), &err, FL_BAD_DESCRIPTOR, "plan_null");
+  /* A zero grid launches nothing and is not an error, as with Triton's launchers. */
+  fl_value wide[] = {fl_ptr(&d), fl_int(2048), fl_int(1)};
+  ASSERT_OK(fl_launch(p, s, wide, 3, NULL, &err), &err);
+  ASSERT_EQ(count_of(s), 1);
+  ASSERT_OK(fl_stream_destroy(FL_BACKEND_NULL, s, &err), &err);
+  fl_value ok2[] = {fl_ptr(&d), fl_int(8), fl_int(1)};
+  char want[64];
+  snprintf(want, sizeof want, "stream_invalid:0x%llx", (unsigned long long)s);
+  ASSERT_FAILS(fl_launch(p, s, ok2, 3, NULL, &err), &err, FL_BAD_STREAM, want);
+  fl_plan_release(p);
+}
+
+static void caller_grid(void) {
+  fl_error err;
+  fl_plan *p;
+  fl_plan_desc d = null_desc();
+  d.grid_mode = FL_GRID_CALLER;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  uint64_t s;
+  ASSERT_OK(fl_stream_create(FL_BACKEND_NULL, &s, &err), &err);
+  fl_value a[] = {fl_ptr(NULL), fl_int(1), fl_int(2)};
+  int64_t g[3] = {4, 2, 1}, neg[3] = {4, -2, 1}, huge[3] = {(int64_t)INT32_MAX + 1, 1, 1};
+  ASSERT_FAILS(fl_launch(p, s, a, 3, NULL, &err), &err, FL_BAD_GRID, "grid_missing");
+  ASSERT_FAILS(fl_launch(p, s, a, 3, neg, &err), &err, FL_BAD_GRID, "grid_dim_negative:1");
+  ASSERT_FAILS(fl_launch(p, s, a, 3, huge, &err), &err, FL_BAD_GRID, "grid_dim_exceeds:0");
+  ASSERT_OK(fl_launch(p, s, a, 3, g, &err), &err);
+  ASSERT_EQ(count_of(s), 1);
+  ASSERT_OK(fl_stream_destroy(FL_BACKEND_NULL, s, &err), &err);
+  fl_plan_release(p);
+}
+
+static void npu_template(void) {
+  /* The null backend takes the npu flavour: the static grid and the FFTS address are in the template. */
+  fl_error err;
+  fl_plan *p;
+  fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_PTR, FL_KIND_I32};
+  fl_plan_desc d = null_desc();
+  d.abi.abi = FL_ABI_NPU;
+  d.abi.npu_ffts = true;
+  d.npu_ffts_addr = 0xabcdef00;
+  d.kinds = kinds;
+  d.static_grid[0] = 40; d.static_grid[1] = 2; d.static_grid[2] = 1;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  const fl_layout *l = fl_plan_layout(p);
+  ASSERT_EQ(l->size, 56); /* the research note's first worked example */
+  unsigned char t[56];
+  ASSERT_OK(fl_plan_template(p, t, sizeof t, &err), &err);
+  uint64_t ffts;
+  int32_t gx, gy, gz;
+  memcpy(&ffts, t + l->ffts, 8);
+  memcpy(&gx, t + l->grid[0], 4);
+  memcpy(&gy, t + l->grid[1], 4);
+  memcpy(&gz, t + l->grid[2], 4);
+  ASSERT_EQ_U(ffts, 0xabcdef00);
+  ASSERT_EQ(gx, 40);
+  ASSERT_EQ(gy, 2);
+  ASSERT_EQ(gz, 1);
+  fl_plan_release(p);
+}
+
+/* Fails the Nth allocation; counts what is live so leaks show even without LeakSanitizer. */
+static int alloc_budget = -1;
+static int alloc_live = 0;
+static void *failing_malloc(size_t n) {
+  if (alloc_budget == 0) return NULL;
+  if (alloc_budget > 0) alloc_budget--;
+  alloc_live++;
+  return malloc(n);
+}
+static void counting_free(void *p) {
+  alloc_live--;
+  free(p);
+}
+
+static void allocation_failures(void) {
+  fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_I32};
+  const char *names[] = {"p", "n", "B"};
+  fl_value fixed[] = {fl_int(64)};
+  fl_plan_desc d = null_desc();
+  d.kinds = kinds; d.runtime_arg_count = 2; d.fixed_args = fixed; d.arg_names = names;
+  d.grid_mode = FL_GRID_PROGRAM;
+  d.grid_exprs[0] = "cdiv(n, B)"; d.grid_exprs[1] = "max(n // 4096, 1)"; d.grid_exprs[2] = "1";
+  fl_set_allocator(failing_malloc, counting_free);
+  int points = 0;
+  for (int budget = 0; budget < 1000; budget++) {
+    fl_error err;
+    fl_plan *p = NULL;
+    alloc_budget = budget;
+    alloc_live = 0;
+    int st = fl_plan_create(&d, &p, &err);
+    if (st == FL_OK) {
+      fl_plan_release(p);
+      ASSERT_EQ(alloc_live, 0);
+      break;
+    }
+    points++;
+    ASSERT_EQ(st, FL_NOMEM);
+    ASSERT_TRUE(strncmp(err.reason, "nomem", 5) == 0);
+    ASSERT_EQ(alloc_live, 0);
+  }
+  fl_set_allocator(NULL, NULL);
+  ASSERT_TRUE(points >= 5); /* plan, name, kinds, offsets, template, three programs */
+  printf("     %d allocation failure points in plan creation, each refused cleanly\n", points);
+}
+
+static void introspection(void) {
+  fl_error err;
+  fl_plan *p;
+  fl_plan_desc d = null_desc();
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  ASSERT_EQ(fl_plan_nargs(p), 3);
+  ASSERT_EQ(fl_plan_runtime_arg_count(p), 3);
+  ASSERT_EQ(fl_plan_arg_offset(p, 1), 8);
+  ASSERT_EQ(fl_plan_arg_offset(p, 2), 12);
+  ASSERT_EQ_U(fl_plan_arg_offset(p, 3), SIZE_MAX);
+  ASSERT_EQ(fl_plan_arg_kind(p, 0), FL_KIND_PTR);
+  ASSERT_EQ(fl_plan_arg_kind(p, 9), FL_KIND_COUNT);
+  ASSERT_STREQ(fl_plan_name(p), "k");
+  ASSERT_EQ(fl_plan_backend(p), FL_BACKEND_NULL);
+  ASSERT_EQ(fl_plan_layout(p)->size, 16);
+  fl_plan_retain(p);
+  fl_plan_release(p);
+  ASSERT_EQ(fl_plan_nargs(p), 3); /* still alive after one of two releases */
+  fl_plan_release(p);
+}
