@@ -1,0 +1,234 @@
+/* entry.c: FinalizedLaunch, the object installed into a generated call slot. Its vectorcall checks
+ * in C only what can change between calls, then launches the plan; anything else goes back to the
+ * bound launch (a Python object) through its _entry_fallback method. */
+#include "ext.h"
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  fl_ext_state *state;
+  fl_PlanObject *plan;
+  PyObject *bound;         /* the bound launch: decides what to do when the entry cannot launch */
+  PyObject *autotuner;     /* may be None: then no launcher check */
+  PyObject *launcher_attr; /* the autotuner attribute holding its launchers */
+  PyObject *launcher;      /* the launcher the plan was built from */
+  PyObject *hook_lists;    /* tuple of lists: any non-empty list sends the call back */
+  PyObject *flags;         /* tuple of (object, attribute name, reason): any true flag sends it back */
+  unsigned long long calls;
+  unsigned long long fallbacks;
+} EntryObject;
+
+/* Hands the call to the bound launch: bound._entry_fallback(reason, stable, args, kwargs). */
+static Py_NO_INLINE PyObject *fallback(EntryObject *self, const char *reason, bool stable, PyObject *const *args,
+                                       size_t nargs, PyObject *kwnames) {
+  self->fallbacks++;
+  PyObject *tuple = NULL, *kwargs = NULL, *reason_obj = NULL, *result = NULL;
+  tuple = PyTuple_New((Py_ssize_t)nargs);
+  if (!tuple) goto done;
+  for (size_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, Py_NewRef(args[i]));
+  kwargs = PyDict_New();
+  if (!kwargs) goto done;
+  if (kwnames) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++)
+      if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + (size_t)k]) < 0) goto done;
+  }
+  reason_obj = PyUnicode_FromString(reason);
+  if (!reason_obj) goto done;
+  result = PyObject_CallMethodObjArgs(self->bound, self->state->str_fallback, reason_obj, stable ? Py_True : Py_False,
+                                      tuple, kwargs, NULL);
+done:
+  Py_XDECREF(tuple);
+  Py_XDECREF(kwargs);
+  Py_XDECREF(reason_obj);
+  return result;
+}
+
+static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  EntryObject *self = (EntryObject *)callable;
+  fl_ext_state *st = self->state;
+  size_t nargs = PyVectorcall_NARGS(nargsf);
+  /* 1. Flags such as the profiler's: while one is set, the stock path records what it must. */
+  for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(self->flags); f++) {
+    PyObject *spec = PyTuple_GET_ITEM(self->flags, f);
+    PyObject *value = PyObject_GetAttr(PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1));
+    if (!value) return NULL;
+    int on = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    if (on < 0) return NULL;
+    if (on) return fallback(self, PyUnicode_AsUTF8(PyTuple_GET_ITEM(spec, 2)), false, args, nargs, kwnames);
+  }
+  /* 2. Active launch hooks: this call goes through the stock launcher, the plan stays. */
+  for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++) {
+    PyObject *list = PyTuple_GET_ITEM(self->hook_lists, h);
+    if (PyList_GET_SIZE(list) > 0) return fallback(self, "launch_hooks", false, args, nargs, kwnames);
+  }
+  /* 3. The autotuner still has exactly the launcher the plan was built from. */
+  if (self->autotuner != Py_None) {
+    PyObject *launchers = PyObject_GetAttr(self->autotuner, self->launcher_attr);
+    if (!launchers) {
+      PyErr_Clear();
+      return fallback(self, "launcher_changed", false, args, nargs, kwnames);
+    }
+    int same = PyList_Check(launchers) && PyList_GET_SIZE(launchers) == 1 &&
+               PyList_GET_ITEM(launchers, 0) == self->launcher;
+    Py_DECREF(launchers);
+    if (!same) return fallback(self, "launcher_changed", false, args, nargs, kwnames);
+  }
+  /* 4. Keywords: only stream=. */
+  uint64_t stream = 0;
+  if (kwnames) {
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nk; k++) {
+      PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+      if (key != st->str_stream && PyUnicode_Compare(key, st->str_stream) != 0)
+        return fallback(self, "runtime_kwargs", false, args, nargs, kwnames);
+      PyObject *value = args[nargs + (size_t)k];
+      if (value != Py_None) {
+        if (!PyLong_Check(value)) return fallback(self, "stream_invalid_type", false, args, nargs, kwnames);
+        stream = PyLong_AsUnsignedLongLong(value);
+        if (stream == (uint64_t)-1 && PyErr_Occurred()) {
+          PyErr_Clear();
+          return fallback(self, "stream_invalid", false, args, nargs, kwnames);
+        }
+      }
+    }
+  }
+  if (nargs != self->plan->nruntime) return fallback(self, "args_count", false, args, nargs, kwnames);
+  fl_error err;
+  int rc = fl_ext_plan_launch(self->plan, args, nargs, stream, NULL, &err);
+  if (rc == 0) {
+    self->calls++;
+    Py_RETURN_NONE;
+  }
+  if (rc == -2) return NULL;
+  /* After the boundary: raise, never replay. Before it: the stock launcher runs this call. */
+  if (err.backend_submitted) return fl_ext_raise(st, &err);
+  return fallback(self, err.reason, err.stable, args, nargs, kwnames);
+}
+
+static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"bound", "plan", "autotuner", "launcher", "launcher_attr", "hook_lists", "flags", NULL};
+  PyObject *bound, *plan, *autotuner = Py_None, *launcher = Py_None, *launcher_attr = NULL;
+  PyObject *hook_lists = NULL, *flags = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OOUO!O!:FinalizedLaunch", kwlist, &bound, &plan, &autotuner,
+                                   &launcher, &launcher_attr, &PyTuple_Type, &hook_lists, &PyTuple_Type, &flags))
+    return NULL;
+  fl_ext_state *st = fl_ext_state_from_type(type);
+  if (!st) return NULL;
+  if (!PyObject_TypeCheck(plan, st->plan_type)) {
+    PyErr_Format(PyExc_TypeError, "plan: expected a fastlaunch Plan, got %.80s", Py_TYPE(plan)->tp_name);
+    return NULL;
+  }
+  if (((fl_PlanObject *)plan)->plan && fl_plan_grid_mode(((fl_PlanObject *)plan)->plan) == FL_GRID_CALLER) {
+    PyErr_SetString(PyExc_ValueError, "plan: a finalized entry needs a static grid or a grid program");
+    return NULL;
+  }
+  if (hook_lists) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hook_lists); i++)
+      if (!PyList_Check(PyTuple_GET_ITEM(hook_lists, i))) {
+        PyErr_Format(PyExc_TypeError, "hook_lists[%zd]: expected a list", i);
+        return NULL;
+      }
+  }
+  if (flags) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flags); i++) {
+      PyObject *f = PyTuple_GET_ITEM(flags, i);
+      if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(f, 1)) ||
+          !PyUnicode_Check(PyTuple_GET_ITEM(f, 2))) {
+        PyErr_Format(PyExc_TypeError, "flags[%zd]: expected (object, attribute name, reason)", i);
+        return NULL;
+      }
+    }
+  }
+  if (!PyObject_HasAttr(bound, st->str_fallback)) {
+    PyErr_SetString(PyExc_TypeError, "bound: needs an _entry_fallback(reason, stable, args, kwargs) method");
+    return NULL;
+  }
+  EntryObject *self = (EntryObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->vectorcall = entry_vectorcall;
+  self->state = st;
+  self->plan = (fl_PlanObject *)Py_NewRef(plan);
+  self->bound = Py_NewRef(bound);
+  self->autotuner = Py_NewRef(autotuner);
+  self->launcher = Py_NewRef(launcher);
+  self->launcher_attr = launcher_attr ? Py_NewRef(launcher_attr) : PyUnicode_InternFromString("launchers");
+  self->hook_lists = hook_lists ? Py_NewRef(hook_lists) : PyTuple_New(0);
+  self->flags = flags ? Py_NewRef(flags) : PyTuple_New(0);
+  if (!self->launcher_attr || !self->hook_lists || !self->flags) {
+    Py_DECREF(self);
+    return NULL;
+  }
+  return (PyObject *)self;
+}
+
+static int entry_traverse(EntryObject *self, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->plan);
+  Py_VISIT(self->bound);
+  Py_VISIT(self->autotuner);
+  Py_VISIT(self->launcher);
+  Py_VISIT(self->hook_lists);
+  Py_VISIT(self->flags);
+  return 0;
+}
+
+static int entry_clear(EntryObject *self) {
+  Py_CLEAR(self->plan);
+  Py_CLEAR(self->bound);
+  Py_CLEAR(self->autotuner);
+  Py_CLEAR(self->launcher);
+  Py_CLEAR(self->hook_lists);
+  Py_CLEAR(self->flags);
+  Py_CLEAR(self->launcher_attr);
+  return 0;
+}
+
+static void entry_dealloc(EntryObject *self) {
+  PyTypeObject *tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  entry_clear(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyObject *entry_repr(EntryObject *self) {
+  return PyUnicode_FromFormat("<fastlaunch FinalizedLaunch %U calls=%llu fallbacks=%llu>",
+                              self->plan ? self->plan->name : Py_None, self->calls, self->fallbacks);
+}
+
+static PyMemberDef entry_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(EntryObject, vectorcall), READONLY, NULL},
+    {"plan", T_OBJECT, offsetof(EntryObject, plan), READONLY, "the plan it launches"},
+    {"bound", T_OBJECT, offsetof(EntryObject, bound), READONLY, "the bound launch it falls back to"},
+    {"launcher", T_OBJECT, offsetof(EntryObject, launcher), READONLY, "the launcher the plan was built from"},
+    {"calls", T_ULONGLONG, offsetof(EntryObject, calls), READONLY, "launches that took the fast path"},
+    {"fallbacks", T_ULONGLONG, offsetof(EntryObject, fallbacks), READONLY, "calls handed back to the bound launch"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot entry_slots[] = {
+    {Py_tp_new, entry_new},
+    {Py_tp_dealloc, entry_dealloc},
+    {Py_tp_traverse, entry_traverse},
+    {Py_tp_clear, entry_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_repr, entry_repr},
+    {Py_tp_members, entry_members},
+    {Py_tp_doc, "FinalizedLaunch(bound, plan, *, autotuner=None, launcher=None, launcher_attr='launchers', "
+                "hook_lists=(), flags=()): the steady-state entry of a call slot."},
+    {0, NULL},
+};
+
+static PyType_Spec entry_spec = {
+    .name = "fastlaunch._C.FinalizedLaunch",
+    .basicsize = sizeof(EntryObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = entry_slots,
+};
+
+int fl_ext_add_entry_type(PyObject *module, fl_ext_state *st) {
+  st->entry_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &entry_spec, NULL);
+  if (!st->entry_type) return -1;
+  return PyModule_AddType(module, st->entry_type);
+}
