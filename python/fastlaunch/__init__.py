@@ -1,4 +1,15 @@
-"""fastlaunch: kernel launches from compiler-generated Python wrappers at almost no cost."""
+"""fastlaunch: kernel launches from compiler-generated Python wrappers at almost no cost.
+
+The C extension (fastlaunch._C) holds plans, the finalized call-slot entry and the error types;
+this package is the thin policy around it: binding and promotion (fastlaunch.bind), the host
+backend's streams and kernels (fastlaunch.host), adapters for Triton and Inductor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
 
 from fastlaunch._C import (  # noqa: F401
     FastLaunchError,
@@ -8,3 +19,41 @@ from fastlaunch._C import (  # noqa: F401
     Plan,
     layout,
 )
+
+__all__ = ["FastLaunchError", "FastLaunchPlanUnavailable", "FinalizedLaunch", "HostKernel", "Plan", "layout",
+           "report"]
+__version__ = "0.1.0"
+
+_log = logging.getLogger("fastlaunch")
+if os.environ.get("FASTLAUNCH_LOG", "").strip().lower() in ("1", "true", "yes", "on"):
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("%(message)s"))
+    _log.addHandler(_handler)
+    _log.setLevel(logging.DEBUG)
+
+
+def report(file=None, *, as_dict: bool = False):
+    """Counters and reasons per call site: launches that took the fast path, stock calls and why,
+    promotions, refusals. Prints a table (to stdout or `file`) and returns the rows."""
+    from fastlaunch.bind import sites
+
+    rows = sorted((s.counts() for s in sites()), key=lambda r: r["site"])
+    if as_dict:
+        return rows
+    out = file or sys.stdout
+    total_fast = sum(r["fast"] for r in rows)
+    total = total_fast + sum(r["stock"] for r in rows)
+    print(f"fastlaunch: {len(rows)} call sites, {total_fast} of {total} launches on the fast path"
+          + (f" ({100.0 * total_fast / total:.1f}%)" if total else ""), file=out)
+    for r in rows:
+        reasons = ", ".join(f"{k}={v}" for k, v in sorted(r["fallbacks"].items()))
+        refusals = ", ".join(f"{k}={v}" for k, v in sorted(r["refusals"].items()))
+        line = f"  {r['site']}: fast={r['fast']} stock={r['stock']} promotions={r['promotions']}"
+        if reasons:
+            line += f" stock-reasons[{reasons}]"
+        if refusals:
+            line += f" refusals[{refusals}]"
+        if r["negative"]:
+            line += f" negative-cached[{r['negative']}]"
+        print(line, file=out)
+    return rows

@@ -1,0 +1,308 @@
+"""Binding and promotion: the bound launch that sits in a generated call slot.
+
+A call slot is the callable a generated wrapper calls for one kernel (with Inductor, the kernel
+autotuner's instance attribute ``run``). ``bind`` installs a :class:`BoundLaunch` there. It runs the
+stock ``run`` while the autotuner warms up, promotes once exactly one final launcher exists (builds
+a plan through the adapter and installs the C :class:`FinalizedLaunch` into the slot), keeps stable
+refusals in a negative cache, and takes the call back whenever the entry cannot launch.
+
+Every call ends in exactly one of: the plan launched it once; the stock path ran it and nothing was
+submitted by fastlaunch; a FastLaunchError with backend_submitted=True was raised (never replayed).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import weakref
+
+from fastlaunch._C import FastLaunchError, FastLaunchPlanUnavailable, FinalizedLaunch
+
+log = logging.getLogger("fastlaunch")
+
+_sites: "weakref.WeakSet[BoundLaunch]" = weakref.WeakSet()
+_sites_lock = threading.Lock()
+
+
+class Adapter:
+    """What the bound launch needs to know about one kind of autotuner and launcher.
+
+    Subclasses answer for Inductor's CachingAutotuner (fastlaunch.inductor) or for the host-backed
+    launchers of fastlaunch.host. Every method may be overridden; the defaults fit an autotuner
+    with a ``launchers`` list whose launchers are called ``launcher(*args, stream=stream)``.
+    """
+
+    #: autotuner attribute holding its launchers
+    launchers_attr = "launchers"
+
+    def static_full_entry_reason(self, autotuner) -> str | None:
+        """A reason, fixed for this autotuner's lifetime, to always take the stock path."""
+        return None
+
+    def profiler_flag(self):
+        """(object, attribute) whose truth means a profiler is recording; None when there is none."""
+        return None
+
+    def ready(self, autotuner, launcher) -> bool:
+        """True once nothing is left for the stock run to do before launches (saving binaries...)."""
+        return True
+
+    def hook_lists(self, launcher) -> tuple:
+        """Lists whose non-emptiness means launch hooks are active."""
+        return ()
+
+    def legacy_hooks_active(self, launcher) -> bool:
+        """Hooks that are not lists (a single callable): always active while set."""
+        return False
+
+    def build_plan(self, autotuner, launcher, args):
+        """A Plan whose runtime arguments are the call's positional args; raise
+        FastLaunchPlanUnavailable (stable) when none can be built."""
+        raise FastLaunchPlanUnavailable("adapter_cannot_plan")
+
+    def call_launcher(self, autotuner, launcher, args, stream):
+        """Runs one call through the launcher itself (negative cache, active hooks)."""
+        return launcher(*args, stream=stream)
+
+
+class SiteStats:
+    """Counters of one call site. Fast launches are counted by the C entry as well."""
+
+    __slots__ = ("fast", "stock", "promotions", "refusals", "fallbacks", "errors")
+
+    def __init__(self):
+        self.fast = 0
+        self.stock = 0
+        self.promotions = 0
+        self.refusals = collections.Counter()
+        self.fallbacks = collections.Counter()
+        self.errors = 0
+
+
+class BoundLaunch:
+    """The Python half of a call slot. See the module docstring."""
+
+    def __init__(self, autotuner, adapter: Adapter, *, site: str | None = None, call_slot=None,
+                 stock_run=None, slot_attr: str | None = "run"):
+        self.autotuner = autotuner
+        self.adapter = adapter
+        self.site = site or getattr(autotuner, "fastlaunch_site", None) or _default_site(autotuner)
+        # The slot: an instance attribute of the autotuner (Inductor's kernel.run), or a one-element
+        # list (a generated call site's own slot).
+        self._call_slot = call_slot
+        self._slot_attr = slot_attr if call_slot is None else None
+        self._stock_run = stock_run if stock_run is not None else type(autotuner).run.__get__(autotuner)
+        self._full_entry_reason = adapter.static_full_entry_reason(autotuner)
+        flag = adapter.profiler_flag()
+        self._profiler = flag
+        self._entry: FinalizedLaunch | None = None
+        self._plan = None
+        self._plan_launcher = None
+        self._negative_launcher = None
+        self._negative_reason = None
+        self.stats = SiteStats()
+        self._retired_fast = 0  # fast launches of entries since replaced
+        with _sites_lock:
+            _sites.add(self)
+
+    # ---- the slot ----
+    def install(self, obj) -> None:
+        if self._call_slot is not None:
+            self._call_slot[0] = obj
+        elif self._slot_attr is not None:
+            setattr(self.autotuner, self._slot_attr, obj)
+
+    def uninstall(self) -> None:
+        """Removes whatever fastlaunch put into the slot (disable())."""
+        if self._call_slot is not None:
+            self._call_slot[0] = self._stock_run
+        elif self._slot_attr is not None and self._slot_attr in vars(self.autotuner):
+            delattr(self.autotuner, self._slot_attr)
+        self._entry = None
+        self._plan = None
+        with _sites_lock:
+            _sites.discard(self)
+
+    # ---- the call ----
+    def __call__(self, *args, stream=None, benchmark_run=False, **kwargs):
+        reason = self._full_entry(benchmark_run, kwargs)
+        if reason is not None:
+            return self._stock(reason, args, stream, benchmark_run, kwargs)
+        launcher = self._stable_launcher()
+        if launcher is not None:
+            if self._plan is not None and self._plan_launcher is launcher:
+                return self._launch(args, stream)
+            if self._negative_launcher is launcher:
+                self.stats.fallbacks["negative_cache"] += 1
+                self.stats.stock += 1
+                return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
+            self._drop_plan()
+            if self._promote(launcher, args):
+                return self._launch(args, stream)
+            if self._negative_launcher is launcher:
+                self.stats.stock += 1
+                return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
+        # Still warming up (or not promotable yet): the stock run does what it must (autotuning,
+        # coordinate descent, saving binaries), then promotion is tried for the next call.
+        result = self._stock("warmup", args, stream, benchmark_run, kwargs)
+        launcher = self._stable_launcher()
+        if launcher is not None and self._negative_launcher is not launcher and self._plan_launcher is not launcher:
+            self._promote(launcher, args)
+        return result
+
+    def _entry_fallback(self, reason, stable, args, kwargs):
+        """Called by the C entry when it cannot launch this call; nothing was submitted."""
+        self.stats.fallbacks[reason] += 1
+        stream = kwargs.pop("stream", None)
+        if reason == "launch_hooks":
+            # Hooks see this call through the stock launcher; the plan stays for the next one.
+            self.stats.stock += 1
+            return self.adapter.call_launcher(self.autotuner, self._plan_launcher, args, stream)
+        if reason == "launcher_changed":
+            self._drop_plan()
+            return self(*args, stream=stream, **kwargs)
+        if reason in ("profiler", "runtime_kwargs", "stream_invalid_type", "stream_invalid", "args_count"):
+            return self._stock(reason, args, stream, kwargs.pop("benchmark_run", False), kwargs)
+        # A launch refused before the submit boundary.
+        if stable:
+            self._install_negative(self._plan_launcher, reason)
+        return self._stock(reason, args, stream, False, kwargs)
+
+    # ---- internals ----
+    def _full_entry(self, benchmark_run, kwargs):
+        if self._full_entry_reason is not None:
+            return self._full_entry_reason
+        if benchmark_run:
+            return "benchmark_run"
+        if kwargs:
+            return "runtime_kwargs"
+        if self._profiler is not None and getattr(*self._profiler):
+            return "profiler"
+        return None
+
+    def _stock(self, reason, args, stream, benchmark_run, kwargs):
+        self.stats.stock += 1
+        self.stats.fallbacks[reason] += 1
+        if benchmark_run:
+            kwargs = dict(kwargs, benchmark_run=True)
+        return self._stock_run(*args, stream=stream, **kwargs)
+
+    def _stable_launcher(self):
+        launchers = getattr(self.autotuner, self.adapter.launchers_attr, None)
+        if not launchers or len(launchers) != 1:
+            return None
+        launcher = launchers[0]
+        if getattr(launcher, "fallback", None) is not None:
+            return None
+        if not self.adapter.ready(self.autotuner, launcher):
+            return None
+        return launcher
+
+    def _promote(self, launcher, args) -> bool:
+        try:
+            plan = self.adapter.build_plan(self.autotuner, launcher, args)
+        except FastLaunchPlanUnavailable as exc:
+            self.stats.refusals[exc.reason] += 1
+            if exc.stable:
+                self._install_negative(launcher, exc.reason)
+            else:
+                log.debug("fastlaunch: %s: plan not built this time: %s", self.site, exc.reason)
+            return False
+        except FastLaunchError as exc:
+            self.stats.refusals[exc.reason] += 1
+            if exc.stable:
+                self._install_negative(launcher, exc.reason)
+            return False
+        self._plan = plan
+        self._plan_launcher = launcher
+        self._negative_launcher = None
+        self._negative_reason = None
+        self.stats.promotions += 1
+        if plan.grid_mode != "caller":
+            self._entry = FinalizedLaunch(
+                self, plan, autotuner=self.autotuner, launcher=launcher,
+                launcher_attr=self.adapter.launchers_attr,
+                hook_lists=tuple(self.adapter.hook_lists(launcher)),
+                flags=((self._profiler[0], self._profiler[1], "profiler"),) if self._profiler else ())
+            if not self.adapter.legacy_hooks_active(launcher):
+                self.install(self._entry)
+        log.info("fastlaunch: %s: promoted (%s, %d runtime args, grid %s)", self.site, plan.backend,
+                 plan.runtime_arg_count, plan.grid_mode)
+        return True
+
+    def _launch(self, args, stream):
+        plan = self._plan
+        launcher = self._plan_launcher
+        if self.adapter.legacy_hooks_active(launcher) or any(self.adapter.hook_lists(launcher)):
+            self.stats.fallbacks["launch_hooks"] += 1
+            self.stats.stock += 1
+            return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
+        try:
+            plan(*args, stream=stream)
+        except FastLaunchError as exc:
+            if exc.backend_submitted:
+                self.stats.errors += 1
+                raise
+            self.stats.fallbacks[exc.reason] += 1
+            if exc.stable:
+                self._install_negative(launcher, exc.reason)
+            return self._stock(exc.reason, args, stream, False, {})
+        self.stats.fast += 1
+        return None
+
+    def _install_negative(self, launcher, reason):
+        self._drop_plan()
+        self._negative_launcher = launcher
+        self._negative_reason = reason
+        log.info("fastlaunch: %s: refused: %s", self.site, reason)
+
+    def _drop_plan(self):
+        if self._entry is not None or self._plan is not None:
+            if self._entry is not None:
+                self._retired_fast += self._entry.calls
+            self._entry = None
+            self._plan = None
+            self._plan_launcher = None
+            self.install(self)
+
+    # ---- reporting ----
+    @property
+    def entry(self):
+        return self._entry
+
+    def counts(self) -> dict:
+        entry_fast = 0
+        entry_fallbacks = 0
+        if self._entry is not None:
+            entry_fast = self._entry.calls
+            entry_fallbacks = self._entry.fallbacks
+        fast = self.stats.fast + entry_fast + self._retired_fast
+        return {
+            "site": self.site,
+            "fast": fast,
+            "stock": self.stats.stock,
+            "promotions": self.stats.promotions,
+            "entry_fallbacks": entry_fallbacks,
+            "fallbacks": dict(self.stats.fallbacks),
+            "refusals": dict(self.stats.refusals),
+            "negative": self._negative_reason,
+        }
+
+
+def _default_site(autotuner) -> str:
+    meta = getattr(autotuner, "inductor_meta", None) or {}
+    name = meta.get("kernel_name") if isinstance(meta, dict) else None
+    return name or f"{type(autotuner).__name__}@{id(autotuner):#x}"
+
+
+def bind(autotuner, adapter: Adapter, **kwargs) -> BoundLaunch:
+    """Installs a bound launch into the autotuner's call slot and returns it."""
+    bound = BoundLaunch(autotuner, adapter, **kwargs)
+    bound.install(bound)
+    return bound
+
+
+def sites() -> list:
+    with _sites_lock:
+        return list(_sites)

@@ -1,0 +1,233 @@
+"""The host backend from Python: streams, kernels from shared objects or C source, and launchers
+shaped like the ones Inductor generates (grid computed in Python, a runner that binds the args)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+import threading
+
+from fastlaunch import _C
+from fastlaunch._C import FastLaunchPlanUnavailable, HostKernel, Plan
+from fastlaunch.bind import Adapter
+
+__all__ = ["Stream", "load", "compile", "HookChain", "hooks", "make_launcher", "Autotuner", "HostAdapter"]
+
+
+class Stream:
+    """A host (or null) stream: a worker thread that runs launches in submission order."""
+
+    def __init__(self, backend: str = "host"):
+        self.backend = backend
+        self.handle = _C.stream_create(backend)
+
+    def __int__(self):
+        return self.handle
+
+    def synchronize(self) -> None:
+        _C.stream_synchronize(self.handle, self.backend)
+
+    @property
+    def count(self) -> int:
+        """Launches completed (host) or accepted (null) so far."""
+        return _C.stream_count(self.handle, self.backend)
+
+    def close(self) -> None:
+        """Drains the stream, then destroys it."""
+        if self.handle:
+            handle, self.handle = self.handle, 0
+            _C.stream_destroy(handle, self.backend)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def load(path: str, symbol: str) -> HostKernel:
+    """A kernel `void symbol(const void *args, const fl_host_program *p)` from a shared object."""
+    return HostKernel(path, symbol)
+
+
+_HEADER = """#include <stdint.h>
+typedef struct { uint32_t pid[3]; uint32_t grid[3]; } fl_host_program;
+"""
+_compile_lock = threading.Lock()
+
+
+def cache_dir() -> str:
+    d = os.environ.get("FASTLAUNCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "fastlaunch")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def compile(source: str, symbol: str, *, cflags: tuple = ("-O2",), directory: str | None = None) -> HostKernel:
+    """Compiles C source with the system compiler into the cache directory (once per source) and
+    loads `symbol` from it. The source gets a `fl_host_program` typedef prepended."""
+    cc = os.environ.get("CC", "cc")
+    text = _HEADER + source
+    key = hashlib.sha256("\0".join([cc, *cflags, text]).encode()).hexdigest()[:24]
+    d = directory or cache_dir()
+    so = os.path.join(d, f"k_{key}.so")
+    with _compile_lock:
+        if not os.path.exists(so):
+            fd, src = tempfile.mkstemp(suffix=".c", dir=d)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            tmp = so + f".{os.getpid()}.tmp"
+            try:
+                proc = subprocess.run([cc, "-shared", "-fPIC", *cflags, "-o", tmp, src],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"compiling host kernel {symbol!r} failed:\n{proc.stderr}")
+                os.replace(tmp, so)
+            finally:
+                os.unlink(src)
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+    return HostKernel(so, symbol)
+
+
+class HookChain:
+    """Launch hooks, as Triton keeps them: a list of callables; active while the list is non-empty."""
+
+    def __init__(self):
+        self.calls: list = []
+
+    def add(self, fn):
+        self.calls.append(fn)
+
+    def remove(self, fn):
+        self.calls.remove(fn)
+
+    def __call__(self, *args, **kwargs):
+        for fn in self.calls:
+            fn(*args, **kwargs)
+
+
+class _Hooks:
+    def __init__(self):
+        self.launch_enter_hook = HookChain()
+        self.launch_exit_hook = HookChain()
+
+
+#: the hooks host launchers call (Triton's knobs.runtime holds the equivalent for its kernels)
+hooks = _Hooks()
+
+
+def _runner(grid_0, grid_1, grid_2, stream, function, metadata, launch_metadata, launch_enter_hook,
+            launch_exit_hook, *args):
+    """Binds and submits like Triton's launcher: hooks around a call that extracts every argument
+    (data_ptr() per tensor) and submits with the grid the Python launcher computed."""
+    if launch_enter_hook is not None and launch_enter_hook.calls:
+        launch_enter_hook(launch_metadata)
+    function(*args, stream=stream, grid=(grid_0, grid_1, grid_2))
+    if launch_exit_hook is not None and launch_exit_hook.calls:
+        launch_exit_hook(launch_metadata)
+
+
+def make_launcher(kernel, signature, *, def_args, grid, constants=None, backend: str = "host",
+                  name: str = "kernel", metadata=None):
+    """A launcher generated the way Inductor generates them, backed by a host kernel.
+
+    signature: kind names for every ABI argument, in order (runtime args first, then the
+      ``constants``: values fixed for this launcher, such as a runtime block size).
+    def_args: the names of the runtime args (the launcher's parameters).
+    grid: three Python expressions over def_args and the constants' names, as Inductor writes them.
+    constants: {name: value} for the fixed args (in signature order after the runtime args).
+    """
+    constants = dict(constants or {})
+    names = list(def_args) + list(constants)
+    if len(names) != len(signature):
+        raise ValueError(f"signature: {len(signature)} kinds for {len(names)} arguments")
+    # The binary's entry: a caller-grid plan, so each call extracts every argument and takes the
+    # grid the Python launcher computed, as Triton's launcher does.
+    function = Plan(kernel, list(signature), backend=backend, name=name, fixed_args=list(constants.values()))
+    call_args = list(def_args)
+    lines = [
+        f"def launcher({', '.join([*def_args, 'stream'])}):",
+        *[f"    {k} = {v!r}" for k, v in constants.items()],
+        f"    grid_0 = {grid[0]}",
+        f"    grid_1 = {grid[1]}",
+        f"    grid_2 = {grid[2]}",
+        "    runner(grid_0, grid_1, grid_2, stream, function, metadata, None, launch_enter_hook, "
+        f"launch_exit_hook{''.join(', ' + a for a in call_args)})",
+    ]
+    scope = {
+        "runner": _runner,
+        "function": function,
+        "metadata": metadata,
+        "launch_enter_hook": hooks.launch_enter_hook,
+        "launch_exit_hook": hooks.launch_exit_hook,
+    }
+    exec("\n".join(lines), scope)
+    launcher = scope["launcher"]
+    launcher.fastlaunch_spec = {
+        "kernel": kernel,
+        "kinds": list(signature),
+        "arg_names": names,
+        "fixed_args": list(constants.values()),
+        "grid_exprs": tuple(grid),
+        "backend": backend,
+        "name": name,
+    }
+    launcher.def_args = list(def_args)
+    launcher.fn = kernel
+    return launcher
+
+
+class Autotuner:
+    """The stock path in plain Python, shaped like Inductor's CachingAutotuner: a list of
+    launchers, benchmarked down to one on the first call, then ``launcher(*args, stream=stream)``."""
+
+    def __init__(self, launchers, *, name: str = "kernel", bench=None):
+        self.launchers = list(launchers)
+        self.inductor_meta = {"kernel_name": name}
+        self.autotuned = 0
+        self._bench = bench
+
+    def autotune_to_one_config(self, *args, stream=None):
+        timings = {}
+        for i, launcher in enumerate(self.launchers):
+            timings[launcher] = self._bench(launcher) if self._bench else float(i)
+        self.launchers = [min(timings, key=timings.get)]
+        self.autotuned += 1
+
+    def run(self, *args, stream=None, benchmark_run=False, **kwargs):
+        if len(self.launchers) > 1:
+            self.autotune_to_one_config(*args, stream=stream)
+        (launcher,) = self.launchers
+        return launcher(*args, **kwargs, stream=stream)
+
+
+class HostAdapter(Adapter):
+    """Plans from launchers made by make_launcher: their spec names the kernel, kinds and grid."""
+
+    def __init__(self, hook_source=None):
+        self._hooks = hook_source or hooks
+
+    def hook_lists(self, launcher):
+        return (self._hooks.launch_enter_hook.calls, self._hooks.launch_exit_hook.calls)
+
+    def build_plan(self, autotuner, launcher, args):
+        spec = getattr(launcher, "fastlaunch_spec", None)
+        if spec is None:
+            raise FastLaunchPlanUnavailable("launcher_metadata_missing")
+        nfixed = len(spec["fixed_args"])
+        nruntime = len(spec["kinds"]) - nfixed
+        if len(args) != nruntime:
+            raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{nruntime}")
+        return Plan(spec["kernel"], spec["kinds"], backend=spec["backend"], owner=launcher,
+                    fixed_args=spec["fixed_args"], grid_exprs=list(spec["grid_exprs"]),
+                    arg_names=spec["arg_names"], name=spec["name"])
+
