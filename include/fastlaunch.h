@@ -324,6 +324,26 @@ FL_EXTERN size_t fl_grid_program_nvars(const fl_grid_program *program);
 FL_EXTERN void fl_grid_program_free(fl_grid_program *program);
 
 /* ---------------------------------------------------------------------------------------------
+ * Fault injection, for tests of the exactly-once promise. When armed, each launch fails at `point`
+ * with probability 1/one_in (a deterministic sequence from `seed`). The points before the submit
+ * boundary fail as ordinary refusals (nothing submitted); FL_FAULT_SUBMIT_AFTER submits and then
+ * reports an error; FL_FAULT_SUBMIT_LOST submits nothing but reports that it may have. Costs one
+ * relaxed atomic load per launch when disarmed.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum fl_fault_point {
+  FL_FAULT_NONE,
+  FL_FAULT_PACK,           /* after packing: BAD_VALUE "fault_injected:pack" */
+  FL_FAULT_GRID,           /* after the grid: BAD_GRID "fault_injected:grid" */
+  FL_FAULT_SUBMIT_REFUSED, /* the backend refuses before enqueuing: "fault_injected:submit_refused" */
+  FL_FAULT_SUBMIT_AFTER,   /* enqueued, then an error: backend_submitted */
+  FL_FAULT_SUBMIT_LOST,    /* not enqueued, error says it may have been: backend_submitted */
+  FL_FAULT_COUNT
+} fl_fault_point;
+
+FL_EXTERN void fl_fault_inject(int point, uint32_t one_in, uint64_t seed);
+FL_EXTERN uint64_t fl_fault_fired(void); /* faults fired since the last fl_fault_inject */
+
+/* ---------------------------------------------------------------------------------------------
  * Memory: a replaceable allocator (for tests that fail each allocation in turn). Set it before
  * creating anything; NULL restores malloc/free.
  * ------------------------------------------------------------------------------------------- */

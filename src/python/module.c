@@ -329,7 +329,34 @@ done:
   return result;
 }
 
+static PyObject *ext_fault_inject(PyObject *module, PyObject *args) {
+  (void)module;
+  static const char *const points[] = {"none", "pack", "grid", "submit_refused", "submit_after", "submit_lost"};
+  const char *name;
+  unsigned int one_in = 1;
+  unsigned long long seed = 0;
+  if (!PyArg_ParseTuple(args, "s|IK:fault_inject", &name, &one_in, &seed)) return NULL;
+  for (int p = 0; p < FL_FAULT_COUNT; p++) {
+    if (strcmp(name, points[p]) == 0) {
+      fl_fault_inject(p, one_in, seed);
+      Py_RETURN_NONE;
+    }
+  }
+  PyErr_Format(PyExc_ValueError, "fault_inject: unknown point %s", name);
+  return NULL;
+}
+
+static PyObject *ext_fault_fired(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(fl_fault_fired());
+}
+
 static PyMethodDef module_methods[] = {
+    {"fault_inject", ext_fault_inject, METH_VARARGS,
+     "fault_inject(point, one_in=1, seed=0): tests only; point is none, pack, grid, submit_refused, "
+     "submit_after or submit_lost"},
+    {"fault_fired", ext_fault_fired, METH_NOARGS, "faults fired since fault_inject"},
     {"layout", (PyCFunction)(void (*)(void))ext_layout, METH_VARARGS | METH_KEYWORDS,
      "layout(abi, kinds, *, ffts=False, simt_only=False, dtdata=False, scratch=0, hidden_ptrs=0) -> dict\n\n"
      "Where each argument of a signature sits in the packed buffer of an ABI flavour."},
