@@ -6,7 +6,7 @@ BUILD := build/release
 ASAN := build/sanitize
 # torch is pinned to the CPU build that pip finds on this kind of machine; triton compiles kernels
 # for a GPU target without a GPU.
-PY_DEPS := meson meson-python ninja pytest torch==2.13.0 triton
+PY_DEPS := meson meson-python ninja pytest numpy torch==2.13.0 triton
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
 .PHONY: all test bench bench-quick ctest ctest-sanitize pytest clean

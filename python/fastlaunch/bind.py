@@ -36,6 +36,12 @@ class Adapter:
     #: autotuner attribute holding its launchers
     launchers_attr = "launchers"
 
+    def bind_refusal(self, autotuner) -> str | None:
+        """A reason not to bind at all (a grouped autotuner that picks launchers per call)."""
+        if hasattr(autotuner, "best_launcher_map"):
+            return "grouped_autotuner"
+        return None
+
     def static_full_entry_reason(self, autotuner) -> str | None:
         """A reason, fixed for this autotuner's lifetime, to always take the stock path."""
         return None
@@ -214,6 +220,11 @@ class BoundLaunch:
             if exc.stable:
                 self._install_negative(launcher, exc.reason)
             return False
+        reason = _category_mismatch(plan.kinds, args)
+        if reason is not None:
+            self.stats.refusals[reason] += 1
+            self._install_negative(launcher, reason)
+            return False
         self._plan = plan
         self._plan_launcher = launcher
         self._negative_launcher = None
@@ -290,14 +301,35 @@ class BoundLaunch:
         }
 
 
+def _category_mismatch(kinds, args):
+    """Checks once, at promotion, that each runtime arg is of the kind's category (the C path checks
+    values on every call; a category mismatch here means the launcher's signature is not this call
+    site's, so the plan would refuse every call)."""
+    for i, (kind, arg) in enumerate(zip(kinds, args)):
+        if kind == "ptr":
+            ok = arg is None or (isinstance(arg, int) and not isinstance(arg, bool)) or hasattr(arg, "data_ptr")
+        elif kind.startswith(("fp", "bf")):
+            ok = isinstance(arg, (int, float)) or hasattr(arg, "__float__")
+        else:
+            ok = isinstance(arg, int) or (hasattr(arg, "__index__") and not isinstance(arg, float))
+        if not ok:
+            return f"runtime_arg_category_mismatch:{i}:{kind}"
+    return None
+
+
 def _default_site(autotuner) -> str:
     meta = getattr(autotuner, "inductor_meta", None) or {}
     name = meta.get("kernel_name") if isinstance(meta, dict) else None
     return name or f"{type(autotuner).__name__}@{id(autotuner):#x}"
 
 
-def bind(autotuner, adapter: Adapter, **kwargs) -> BoundLaunch:
-    """Installs a bound launch into the autotuner's call slot and returns it."""
+def bind(autotuner, adapter: Adapter, **kwargs):
+    """Installs a bound launch into the autotuner's call slot and returns it; returns None and leaves
+    the slot alone when the adapter refuses to bind (a grouped autotuner)."""
+    reason = adapter.bind_refusal(autotuner)
+    if reason is not None:
+        log.info("fastlaunch: not binding %s: %s", _default_site(autotuner), reason)
+        return None
     bound = BoundLaunch(autotuner, adapter, **kwargs)
     bound.install(bound)
     return bound

@@ -137,7 +137,7 @@ def _runner(grid_0, grid_1, grid_2, stream, function, metadata, launch_metadata,
 
 
 def make_launcher(kernel, signature, *, def_args, grid, constants=None, backend: str = "host",
-                  name: str = "kernel", metadata=None):
+                  name: str = "kernel", metadata=None, **spec_extra):
     """A launcher generated the way Inductor generates them, backed by a host kernel.
 
     signature: kind names for every ABI argument, in order (runtime args first, then the
@@ -180,6 +180,7 @@ def make_launcher(kernel, signature, *, def_args, grid, constants=None, backend:
         "grid_exprs": tuple(grid),
         "backend": backend,
         "name": name,
+        **spec_extra,
     }
     launcher.def_args = list(def_args)
     launcher.fn = kernel
@@ -223,6 +224,11 @@ class HostAdapter(Adapter):
         spec = getattr(launcher, "fastlaunch_spec", None)
         if spec is None:
             raise FastLaunchPlanUnavailable("launcher_metadata_missing")
+        # What the host backend cannot provide is refused before any plan is made (stable).
+        if spec.get("workspace_size", 0) > 0:
+            raise FastLaunchPlanUnavailable("launcher_workspace_required")
+        if spec.get("lock_num", 0) > 0:
+            raise FastLaunchPlanUnavailable("launcher_sync_block_lock_required")
         nfixed = len(spec["fixed_args"])
         nruntime = len(spec["kinds"]) - nfixed
         if len(args) != nruntime:

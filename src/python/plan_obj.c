@@ -22,6 +22,8 @@ static int fail_extract(fl_error *err, const char *what, size_t i, const char *k
   return -1;
 }
 
+/* Reads a Python int: 0 when it fits 64 bits (signed or unsigned), 1 when above UINT64_MAX, 2 when
+ * below INT64_MIN, -1 with an exception set. */
 static int int_value(PyObject *obj, fl_value *out) {
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
@@ -30,20 +32,24 @@ static int int_value(PyObject *obj, fl_value *out) {
     *out = fl_int(v);
     return 0;
   }
-  if (overflow > 0) {
-    unsigned long long u = PyLong_AsUnsignedLongLong(obj);
-    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-      /* Beyond 64 bits: out of range for every kind; the packer names it. */
-      PyErr_Clear();
-      *out = fl_uint(UINT64_MAX);
-      out->type = FL_VALUE_UINT;
-      return 1;
-    }
-    *out = fl_uint(u);
-    return 0;
+  if (overflow < 0) return 2;
+  unsigned long long u = PyLong_AsUnsignedLongLong(obj);
+  if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return 1;
   }
-  *out = fl_int(INT64_MIN);
-  return 1; /* below int64: out of range for every kind */
+  *out = fl_uint(u);
+  return 0;
+}
+
+static int fail_range(fl_error *err, int r, size_t i, fl_kind kind) {
+  bool is_unsigned = kind >= FL_KIND_U8 && kind <= FL_KIND_U64;
+  err->status = FL_BAD_VALUE;
+  err->backend_submitted = false;
+  err->stable = false;
+  snprintf(err->reason, sizeof err->reason, "%s:%zu:%s", r == 2 && is_unsigned ? "uint_negative" : "int_out_of_range", i,
+           fl_kind_name(kind));
+  return -1;
 }
 
 static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err) {
@@ -84,6 +90,16 @@ static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
   if (PyLong_Check(obj)) {
     int r = int_value(obj, out);
     if (r < 0) return fail_extract(err, "int_expected", i, fl_kind_name(kind), obj);
+    if (r > 0) {
+      if (fl_kind_is_float(kind)) {
+        /* A huge int is still a number for a float kind, as float() would take it. */
+        double d = PyLong_AsDouble(obj);
+        if (d == -1.0 && PyErr_Occurred()) return fail_extract(err, "float_out_of_range", i, fl_kind_name(kind), obj);
+        *out = fl_float(d);
+        return 0;
+      }
+      return fail_range(err, r, i, kind);
+    }
     return 0;
   }
   if (fl_kind_is_float(kind)) {
@@ -103,6 +119,7 @@ static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
     int r = int_value(index, out);
     Py_DECREF(index);
     if (r < 0) return fail_extract(err, "int_expected", i, fl_kind_name(kind), obj);
+    if (r > 0) return fail_range(err, r, i, kind);
     return 0;
   }
   return fail_extract(err, "int_expected", i, fl_kind_name(kind), obj);
@@ -233,7 +250,12 @@ static int parse_values(PyObject *seq, fl_value **out, size_t *n) {
     if (PyBool_Check(item)) {
       values[i] = fl_bool(item == Py_True);
     } else if (PyLong_Check(item)) {
-      if (int_value(item, &values[i]) < 0) goto error;
+      int r = int_value(item, &values[i]);
+      if (r < 0) goto error;
+      if (r > 0) {
+        PyErr_Format(PyExc_OverflowError, "fixed_args[%zd]: %R does not fit in 64 bits", i, item);
+        goto error;
+      }
     } else if (PyFloat_Check(item)) {
       values[i] = fl_float(PyFloat_AS_DOUBLE(item));
     } else if (item == Py_None) {

@@ -1,0 +1,139 @@
+"""Command line tools: ``python -m fastlaunch COMMAND ...``.
+
+    python -m fastlaunch layout --abi npu --ffts ptr ptr i32
+    python -m fastlaunch layout --abi cuda --hidden-ptrs 2 '*fp32' '*fp32' i32
+
+Each subcommand is one entry of SUBCOMMANDS below: a name mapped to (setup_fn, run_fn), where
+setup_fn(parser) adds the subcommand's arguments to its argparse parser and run_fn(args) does the
+work and returns the exit status. Usage errors print one line to stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+PROG = "python -m fastlaunch"
+EXIT_USAGE = 2
+
+
+class _UsageError(Exception):
+    """A refusal of the user's input, reported as one line naming the argument (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr (no usage block), exit status 2.
+    add_subparsers() builds the subcommand parsers with the same class."""
+
+    def error(self, message: str):  # noqa: D401 (argparse's signature)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _count(text: str) -> int:
+    """argparse type: a non-negative integer (the C API takes unsigned counts, so -1 would wrap)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+# ---- layout --------------------------------------------------------------------------------------
+
+_ABIS = ("host", "cuda", "npu")
+
+# Option names that appear in the library's refusal reasons, mapped to the flag that sets them.
+_OPTION_FLAGS = (
+    ("cuda_hidden_ptrs", "--hidden-ptrs"),
+    ("npu_scratch", "--scratch"),
+    ("npu_simt_only", "--simt-only"),
+    ("npu_dtdata", "--dtdata"),
+    ("npu_ffts", "--ffts"),
+)
+
+
+def _setup_layout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--abi", required=True, choices=_ABIS, help="the ABI flavour of the packed buffer")
+    parser.add_argument("--ffts", action="store_true", help="npu: a leading FFTS address slot")
+    parser.add_argument("--simt-only", action="store_true",
+                        help="npu: a pure-SIMT kernel (no sync-lock and workspace slots)")
+    parser.add_argument("--dtdata", action="store_true", help="npu: a trailing DTData pointer")
+    parser.add_argument("--scratch", type=_count, default=0, metavar="N",
+                        help="npu: N pointer-width scratch slots after the grid (needs --simt-only)")
+    parser.add_argument("--hidden-ptrs", type=_count, default=0, metavar="N",
+                        help="cuda: N trailing hidden pointer slots")
+    parser.add_argument("--indent", type=_count, default=None, metavar="N",
+                        help="indent the JSON by N spaces (default: one line)")
+    parser.add_argument("kinds", nargs="+", metavar="KIND",
+                        help="argument kinds: kind names (ptr, i32, fp16, ...) or Triton signature "
+                             "entries (*fp32, i1, u1, ...)")
+
+
+def _cmd_layout(args: argparse.Namespace) -> int:
+    """Print where each argument sits in a flavour's packed argument buffer, as JSON."""
+    from fastlaunch import layout
+
+    try:
+        result = layout(args.abi, list(args.kinds), ffts=args.ffts, simt_only=args.simt_only, dtdata=args.dtdata,
+                        scratch=args.scratch, hidden_ptrs=args.hidden_ptrs)
+    except ValueError as exc:
+        raise _UsageError(_name_layout_argument(str(exc), args)) from None
+    print(json.dumps(result, indent=args.indent))
+    return 0
+
+
+def _name_layout_argument(message: str, args: argparse.Namespace) -> str:
+    """Turns a ValueError of fastlaunch.layout into a message naming the command-line argument."""
+    m = re.match(r"kinds\[(\d+)\]:\s*(.*)", message)
+    if m:
+        index = int(m.group(1))
+        text = args.kinds[index] if index < len(args.kinds) else "?"
+        return f"argument KIND #{index + 1} ({text!r}): {m.group(2)}"
+    if message.startswith("abi:"):
+        return f"argument --abi: {message[4:].strip()}"
+    for option, flag in _OPTION_FLAGS:
+        if option in message:
+            return f"argument {flag}: {message}"
+    return message
+
+
+# ---- the subcommand table ------------------------------------------------------------------------
+#
+# To add a subcommand, write setup_fn(parser) and run_fn(args) -> int and add one entry here. The
+# first line of run_fn's docstring becomes the subcommand's help. A run_fn reports a usage error by
+# raising _UsageError (one line on stderr, exit status 2); other exceptions propagate.
+
+SUBCOMMANDS: Dict[str, Tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "layout": (_setup_layout, _cmd_layout),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="fastlaunch command line tools.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+    for name, (setup_fn, run_fn) in SUBCOMMANDS.items():
+        doc = (run_fn.__doc__ or "").strip()
+        sub = subparsers.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc or None)
+        setup_fn(sub)
+        sub.set_defaults(_run=run_fn)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(None if argv is None else list(argv))
+    try:
+        return int(args._run(args) or 0)
+    except _UsageError as exc:
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Shared fixtures: real host kernels compiled once per session, streams, buffers as torch tensors
+(when torch is installed) or as plain integer addresses (always)."""
+
+import ctypes
+import os
+
+import pytest
+
+import fastlaunch.host as host
+
+try:
+    import torch
+except ImportError:  # torch is optional at run time
+    torch = None
+
+KERNELS = r"""
+#include <math.h>
+/* counts[id] += 1 once per launch (program 0 only), whatever the grid */
+typedef struct { int32_t *counts; int64_t id; int32_t n; int32_t B; } count_args;
+void count_launch(const void *a, const fl_host_program *p) {
+  const count_args *x = a;
+  if (p->pid[0] == 0 && p->pid[1] == 0 && p->pid[2] == 0) __atomic_fetch_add(&x->counts[x->id], 1, __ATOMIC_RELAXED);
+}
+
+/* out = x + y, one block of B elements per program */
+typedef struct { const float *x; const float *y; float *out; int32_t n; int32_t B; } vadd_args;
+void vadd(const void *a, const fl_host_program *p) {
+  const vadd_args *v = a;
+  int32_t start = (int32_t)p->pid[0] * v->B;
+  for (int32_t i = start; i < start + v->B && i < v->n; i++) v->out[i] = v->x[i] + v->y[i];
+}
+
+/* log[k] = (value, grid x, grid y, grid z, B) for each launch, in order */
+typedef struct { int64_t *log; int64_t *pos; int64_t value; int32_t n; int32_t B; } record_args;
+void record(const void *a, const fl_host_program *p) {
+  const record_args *r = a;
+  if (p->pid[0] || p->pid[1] || p->pid[2]) return;
+  int64_t k = (*r->pos)++;
+  r->log[5 * k + 0] = r->value;
+  r->log[5 * k + 1] = p->grid[0];
+  r->log[5 * k + 2] = p->grid[1];
+  r->log[5 * k + 3] = p->grid[2];
+  r->log[5 * k + 4] = r->B;
+}
+
+/* every kind: writes each scalar into out as a double (pointer written as its address) */
+typedef struct {
+  double *out; int8_t b; int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+  uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; uint16_t h; uint16_t bh; float f; double d;
+} kinds_args;
+static double half_to_double(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+static double bf16_to_double(uint16_t b) { union { uint32_t u; float f; } c; c.u = (uint32_t)b << 16; return c.f; }
+void kinds(const void *a, const fl_host_program *p) {
+  const kinds_args *k = a; (void)p;
+  k->out[0] = k->b; k->out[1] = k->i8; k->out[2] = k->i16; k->out[3] = k->i32; k->out[4] = (double)k->i64;
+  k->out[5] = k->u8; k->out[6] = k->u16; k->out[7] = k->u32; k->out[8] = (double)k->u64;
+  k->out[9] = half_to_double(k->h); k->out[10] = bf16_to_double(k->bh); k->out[11] = k->f; k->out[12] = k->d;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def kernel_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("kernels"))
+
+
+@pytest.fixture(scope="session")
+def kernels(kernel_dir):
+    return {name: host.compile(KERNELS, name, directory=kernel_dir) for name in ("count_launch", "vadd", "record", "kinds")}
+
+
+@pytest.fixture
+def stream():
+    s = host.Stream()
+    yield s
+    s.close()
+
+
+class Buffer:
+    """A zeroed buffer: `arg` is what a launch receives (a torch tensor or an int address)."""
+
+    def __init__(self, n, ctype, mode):
+        self.n = n
+        self.mode = mode
+        if mode == "torch":
+            dtype = {ctypes.c_int32: torch.int32, ctypes.c_int64: torch.int64, ctypes.c_float: torch.float32,
+                     ctypes.c_double: torch.float64}[ctype]
+            self.tensor = torch.zeros(n, dtype=dtype)
+            self.arg = self.tensor
+        else:
+            self.array = (ctype * n)()
+            self.arg = ctypes.addressof(self.array)
+
+    def tolist(self):
+        return self.tensor.tolist() if self.mode == "torch" else list(self.array)
+
+    def __setitem__(self, i, v):
+        if self.mode == "torch":
+            self.tensor[i] = v
+        else:
+            self.array[i] = v
+
+
+ARG_MODES = ["int"] + (["torch"] if torch is not None else [])
+
+
+@pytest.fixture(params=ARG_MODES)
+def arg_mode(request):
+    return request.param
+
+
+@pytest.fixture
+def buf(arg_mode):
+    return lambda n, ctype=ctypes.c_int32: Buffer(n, ctype, arg_mode)
+
+
+@pytest.fixture(autouse=True)
+def _no_faults():
+    from fastlaunch import _C
+
+    yield
+    _C.fault_inject("none")
+    host.hooks.launch_enter_hook.calls.clear()
+    host.hooks.launch_exit_hook.calls.clear()
+
+
+def pytest_report_header(config):
+    return [f"fastlaunch tests: torch {'%s' % torch.__version__ if torch else 'absent (plain integer addresses only)'}",
+            f"FASTLAUNCH_CACHE_DIR={os.environ.get('FASTLAUNCH_CACHE_DIR', '(default)')}"]
