@@ -330,6 +330,7 @@ FL_EXTERN void fl_grid_program_free(fl_grid_program *program);
  * reports an error; FL_FAULT_SUBMIT_LOST submits nothing but reports that it may have. Costs one
  * relaxed atomic load per launch when disarmed.
  * ------------------------------------------------------------------------------------------- */
+typedef struct fl_plan fl_plan;
 typedef enum fl_fault_point {
   FL_FAULT_NONE,
   FL_FAULT_PACK,           /* after packing: BAD_VALUE "fault_injected:pack" */
@@ -340,7 +341,8 @@ typedef enum fl_fault_point {
   FL_FAULT_COUNT
 } fl_fault_point;
 
-FL_EXTERN void fl_fault_inject(int point, uint32_t one_in, uint64_t seed);
+/* `plan` (may be NULL: every plan) limits the faults to launches of one plan. */
+FL_EXTERN void fl_fault_inject(int point, uint32_t one_in, uint64_t seed, const fl_plan *plan);
 FL_EXTERN uint64_t fl_fault_fired(void); /* faults fired since the last fl_fault_inject */
 
 /* ---------------------------------------------------------------------------------------------

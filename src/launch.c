@@ -10,9 +10,11 @@ static atomic_int fault_point = FL_FAULT_NONE;
 static atomic_uint fault_one_in;
 static atomic_ullong fault_state;
 static atomic_ullong fault_fired;
+static _Atomic(const fl_plan *) fault_plan;
 
-void fl_fault_inject(int point, uint32_t one_in, uint64_t seed) {
+void fl_fault_inject(int point, uint32_t one_in, uint64_t seed, const fl_plan *plan) {
   if (point <= FL_FAULT_NONE || point >= FL_FAULT_COUNT || one_in == 0) point = FL_FAULT_NONE;
+  atomic_store(&fault_plan, plan);
   atomic_store(&fault_one_in, one_in);
   atomic_store(&fault_state, seed * 0x9e3779b97f4a7c15ull + 1);
   atomic_store(&fault_fired, 0);
@@ -22,8 +24,10 @@ void fl_fault_inject(int point, uint32_t one_in, uint64_t seed) {
 uint64_t fl_fault_fired(void) { return atomic_load(&fault_fired); }
 
 /* True when the armed fault fires at `point` for this launch (a splitmix64 step per check). */
-static FL__NOINLINE bool fault_fires(int point) {
+static FL__NOINLINE bool fault_fires(const fl_plan *plan, int point) {
   if (atomic_load_explicit(&fault_point, memory_order_relaxed) != point) return false;
+  const fl_plan *target = atomic_load(&fault_plan);
+  if (target && target != plan) return false;
   uint64_t z = atomic_fetch_add(&fault_state, 0x9e3779b97f4a7c15ull) + 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -132,12 +136,12 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   fl_status st = pack_runtime(plan, buf, args, err);
   if (FL__UNLIKELY(st != FL_OK)) return st;
   const bool armed = FAULT_ARMED();
-  if (armed && fault_fires(FL_FAULT_PACK)) return fl__fail(err, FL_BAD_VALUE, false, "fault_injected:pack");
+  if (armed && fault_fires(plan, FL_FAULT_PACK)) return fl__fail(err, FL_BAD_VALUE, false, "fault_injected:pack");
 
   uint32_t g[3];
   st = resolve_grid(plan, args, grid, g, err);
   if (FL__UNLIKELY(st != FL_OK)) return st;
-  if (armed && fault_fires(FL_FAULT_GRID)) return fl__fail(err, FL_BAD_GRID, false, "fault_injected:grid");
+  if (armed && fault_fires(plan, FL_FAULT_GRID)) return fl__fail(err, FL_BAD_GRID, false, "fault_injected:grid");
   /* A grid with a zero dimension runs no program: like Triton's launchers, launch nothing. */
   if (FL__UNLIKELY(g[0] == 0 || g[1] == 0 || g[2] == 0)) {
     fl__ok(err);
@@ -145,12 +149,12 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   }
   if (plan->layout.grid[0] >= 0 && plan->grid_mode != FL_GRID_STATIC) fl__plan_write_grid(plan, buf, g);
   if (armed) {
-    if (fault_fires(FL_FAULT_SUBMIT_REFUSED))
+    if (fault_fires(plan, FL_FAULT_SUBMIT_REFUSED))
       return fl__fail(err, FL_BAD_STREAM, false, "fault_injected:submit_refused");
-    if (fault_fires(FL_FAULT_SUBMIT_LOST))
+    if (fault_fires(plan, FL_FAULT_SUBMIT_LOST))
       return fl__fail_submitted(err, FL_BACKEND_ERROR, "fault_injected:submit_lost");
     st = plan->be->submit(plan, stream, buf, size, g, err);
-    if (st == FL_OK && fault_fires(FL_FAULT_SUBMIT_AFTER))
+    if (st == FL_OK && fault_fires(plan, FL_FAULT_SUBMIT_AFTER))
       return fl__fail_submitted(err, FL_BACKEND_ERROR, "fault_injected:submit_after");
     return st;
   }

@@ -109,6 +109,7 @@ class BoundLaunch:
         self._negative_reason = None
         self.stats = SiteStats()
         self._retired_fast = 0  # fast launches of entries since replaced
+        self._warm = False  # True once a stock run has completed
         with _sites_lock:
             _sites.add(self)
 
@@ -135,7 +136,9 @@ class BoundLaunch:
         reason = self._full_entry(benchmark_run, kwargs)
         if reason is not None:
             return self._stock(reason, args, stream, benchmark_run, kwargs)
-        launcher = self._stable_launcher()
+        # The first call always goes through the stock run: whatever it does once (autotuning,
+        # coordinate descent, saving binaries, registering the winner) completes before promotion.
+        launcher = self._stable_launcher() if self._warm else None
         if launcher is not None:
             if self._plan is not None and self._plan_launcher is launcher:
                 return self._launch(args, stream)
@@ -152,15 +155,18 @@ class BoundLaunch:
         # Still warming up (or not promotable yet): the stock run does what it must (autotuning,
         # coordinate descent, saving binaries), then promotion is tried for the next call.
         result = self._stock("warmup", args, stream, benchmark_run, kwargs)
+        self._warm = True
         launcher = self._stable_launcher()
         if launcher is not None and self._negative_launcher is not launcher and self._plan_launcher is not launcher:
             self._promote(launcher, args)
         return result
 
     def _entry_fallback(self, reason, stable, args, kwargs):
-        """Called by the C entry when it cannot launch this call; nothing was submitted."""
-        self.stats.fallbacks[reason] += 1
+        """Called by the C entry when it cannot launch this call; nothing was submitted. Each
+        branch counts the reason once (_stock counts its own)."""
         stream = kwargs.pop("stream", None)
+        if reason in ("launch_hooks", "launcher_changed"):
+            self.stats.fallbacks[reason] += 1
         if reason == "launch_hooks":
             # Hooks see this call through the stock launcher; the plan stays for the next one.
             self.stats.stock += 1

@@ -233,7 +233,11 @@ class HostAdapter(Adapter):
         nruntime = len(spec["kinds"]) - nfixed
         if len(args) != nruntime:
             raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{nruntime}")
-        return Plan(spec["kernel"], spec["kinds"], backend=spec["backend"], owner=launcher,
-                    fixed_args=spec["fixed_args"], grid_exprs=list(spec["grid_exprs"]),
-                    arg_names=spec["arg_names"], name=spec["name"])
+        try:
+            return Plan(spec["kernel"], spec["kinds"], backend=spec["backend"], owner=launcher,
+                        fixed_args=spec["fixed_args"], grid_exprs=list(spec["grid_exprs"]),
+                        arg_names=spec["arg_names"], name=spec["name"])
+        except (ValueError, TypeError, OverflowError) as exc:
+            # A malformed spec will not get better on the next call: a stable refusal.
+            raise FastLaunchPlanUnavailable(f"plan_creation_error:{type(exc).__name__}:{exc}") from exc
 

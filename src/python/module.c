@@ -330,15 +330,21 @@ done:
 }
 
 static PyObject *ext_fault_inject(PyObject *module, PyObject *args) {
-  (void)module;
   static const char *const points[] = {"none", "pack", "grid", "submit_refused", "submit_after", "submit_lost"};
   const char *name;
   unsigned int one_in = 1;
   unsigned long long seed = 0;
-  if (!PyArg_ParseTuple(args, "s|IK:fault_inject", &name, &one_in, &seed)) return NULL;
+  PyObject *plan = Py_None;
+  if (!PyArg_ParseTuple(args, "s|IKO:fault_inject", &name, &one_in, &seed, &plan)) return NULL;
+  fl_ext_state *st = fl_ext_state_of(module);
+  if (plan != Py_None && !PyObject_TypeCheck(plan, st->plan_type)) {
+    PyErr_SetString(PyExc_TypeError, "fault_inject: plan must be a Plan or None");
+    return NULL;
+  }
   for (int p = 0; p < FL_FAULT_COUNT; p++) {
     if (strcmp(name, points[p]) == 0) {
-      fl_fault_inject(p, one_in, seed);
+      /* The targeted plan stays alive while armed: tests disarm before dropping it. */
+      fl_fault_inject(p, one_in, seed, plan == Py_None ? NULL : ((fl_PlanObject *)plan)->plan);
       Py_RETURN_NONE;
     }
   }
@@ -354,8 +360,8 @@ static PyObject *ext_fault_fired(PyObject *module, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"fault_inject", ext_fault_inject, METH_VARARGS,
-     "fault_inject(point, one_in=1, seed=0): tests only; point is none, pack, grid, submit_refused, "
-     "submit_after or submit_lost"},
+     "fault_inject(point, one_in=1, seed=0, plan=None): tests only; point is none, pack, grid, "
+     "submit_refused, submit_after or submit_lost; plan limits the faults to one plan"},
     {"fault_fired", ext_fault_fired, METH_NOARGS, "faults fired since fault_inject"},
     {"layout", (PyCFunction)(void (*)(void))ext_layout, METH_VARARGS | METH_KEYWORDS,
      "layout(abi, kinds, *, ffts=False, simt_only=False, dtdata=False, scratch=0, hidden_ptrs=0) -> dict\n\n"

@@ -74,7 +74,16 @@ def kernels(kernel_dir):
 
 
 @pytest.fixture
-def stream():
+def _keep():
+    """Buffers outlive the stream: it is drained (at its teardown) before they are freed, so a
+    queued launch never writes freed memory."""
+    kept = []
+    yield kept
+    kept.clear()
+
+
+@pytest.fixture
+def stream(_keep):
     s = host.Stream()
     yield s
     s.close()
@@ -114,8 +123,13 @@ def arg_mode(request):
 
 
 @pytest.fixture
-def buf(arg_mode):
-    return lambda n, ctype=ctypes.c_int32: Buffer(n, ctype, arg_mode)
+def buf(arg_mode, _keep):
+    def make(n, ctype=ctypes.c_int32):
+        b = Buffer(n, ctype, arg_mode)
+        _keep.append(b)
+        return b
+
+    return make
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,344 @@
+"""The seed's binding and promotion lifecycle, rebuilt against real host kernels: each case launches
+a kernel that counts its own executions, so "fast path", "stock path" and "never twice" are facts
+read back from memory, not from mocks."""
+
+import ctypes
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+import fastlaunch
+import fastlaunch.host as host
+from fastlaunch import FastLaunchError, FinalizedLaunch, _C
+from fastlaunch.bind import bind
+
+SIG = ["ptr", "i64", "i32", "i32"]  # counts, call id, xnumel | XBLOCK (fixed)
+GRID = ("-((xnumel) // -(XBLOCK))", "1", "1")
+
+
+class CountingAutotuner(host.Autotuner):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.stock_runs = 0
+
+    def run(self, *args, stream=None, benchmark_run=False, **kwargs):
+        self.stock_runs += 1
+        return super().run(*args, stream=stream, benchmark_run=benchmark_run, **kwargs)
+
+
+class CountingAdapter(host.HostAdapter):
+    def __init__(self, full_entry=None, profiler=None):
+        super().__init__()
+        self.direct_calls = 0
+        self.full_entry = full_entry
+        self.profiler = profiler
+
+    def static_full_entry_reason(self, autotuner):
+        return self.full_entry
+
+    def profiler_flag(self):
+        return self.profiler
+
+    def call_launcher(self, autotuner, launcher, args, stream):
+        self.direct_calls += 1
+        return super().call_launcher(autotuner, launcher, args, stream)
+
+
+def launcher_for(kernels, block=64, **extra):
+    return host.make_launcher(kernels["count_launch"], SIG, def_args=["counts", "cid", "xnumel"], grid=GRID,
+                              constants={"XBLOCK": block}, name="count", **extra)
+
+
+class Site:
+    """One generated call site: an autotuner in a module global, called as kernel.run(...)."""
+
+    made = 0
+
+    def __init__(self, kernels, buf, stream, launchers=None, adapter=None, n=64):
+        Site.made += 1
+        self.counts = buf(n)
+        self.at = CountingAutotuner(launchers or [launcher_for(kernels)], name=f"count{Site.made}")
+        self.adapter = adapter or CountingAdapter()
+        self.bound = bind(self.at, self.adapter)
+        self.stream = stream
+        self.next_id = 0
+
+    def call(self, xnumel=1000, **kw):
+        cid = self.next_id
+        self.next_id += 1
+        self.at.run(self.counts.arg, cid, xnumel, stream=self.stream.handle, **kw)
+        return cid
+
+    def executions(self):
+        self.stream.synchronize()
+        return self.counts.tolist()[:self.next_id]
+
+    @property
+    def slot(self):
+        return vars(self.at).get("run")
+
+
+def test_warmup_then_promotion(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    assert site.at.stock_runs == 1 and isinstance(site.slot, FinalizedLaunch)
+    site.call()
+    site.call()
+    assert site.at.stock_runs == 1 and site.slot.calls == 2
+    assert site.executions() == [1, 1, 1]
+    counts = site.bound.counts()
+    assert (counts["fast"], counts["stock"], counts["promotions"]) == (2, 1, 1)
+
+
+def test_autotune_then_promotion(kernels, buf, stream):
+    site = Site(kernels, buf, stream, launchers=[launcher_for(kernels, 32), launcher_for(kernels, 128)])
+    site.call()
+    assert site.at.autotuned == 1 and len(site.at.launchers) == 1
+    assert site.slot.plan.owner is site.at.launchers[0]
+    site.call()
+    assert site.at.stock_runs == 1 and site.slot.calls == 1
+    assert site.executions() == [1, 1]
+
+
+def test_plan_kinds_owner_and_fixed_args(kernels, buf, stream):
+    log, pos = buf(50, ctypes.c_int64), buf(1, ctypes.c_int64)
+    launcher = host.make_launcher(kernels["record"], ["ptr", "ptr", "i64", "i32", "i32"],
+                                  def_args=["log", "pos", "value", "xnumel"], grid=GRID, constants={"XBLOCK": 8})
+    at = host.Autotuner([launcher])
+    bind(at, host.HostAdapter())
+    for v in range(4):
+        at.run(log.arg, pos.arg, 100 + v, 17 * v + 1, stream=stream.handle)
+    stream.synchronize()
+    entry = vars(at)["run"]
+    assert entry.plan.kinds == ["ptr", "ptr", "i64", "i32", "i32"] and entry.plan.owner is launcher
+    rows = [log.tolist()[5 * k:5 * k + 5] for k in range(4)]
+    # value, grid (cdiv(17v, 8), 1, 1) — computed by the grid program for fast calls — and the fixed XBLOCK.
+    assert rows == [[100 + v, -(-(17 * v + 1) // 8), 1, 1, 8] for v in range(4)]
+
+
+def test_full_entry_reason_forces_stock(kernels, buf, stream):
+    site = Site(kernels, buf, stream, adapter=CountingAdapter(full_entry="dump_launch_params"))
+    for _ in range(5):
+        site.call()
+    assert site.at.stock_runs == 5 and site.bound.counts()["fallbacks"] == {"dump_launch_params": 5}
+    assert not isinstance(site.slot, FinalizedLaunch)
+    assert site.executions() == [1] * 5
+
+
+def test_missing_metadata_is_negative_cached(kernels, buf, stream):
+    plain = launcher_for(kernels)
+    del plain.fastlaunch_spec
+    site = Site(kernels, buf, stream, launchers=[plain])
+    for _ in range(4):
+        site.call()
+    assert site.at.stock_runs == 1 and site.adapter.direct_calls == 3
+    assert site.bound.counts()["negative"] == "launcher_metadata_missing"
+    assert site.executions() == [1] * 4
+
+
+def test_workspace_refused_before_any_plan(kernels, buf, stream, monkeypatch):
+    made = []
+    launcher = launcher_for(kernels, workspace_size=64)
+    monkeypatch.setattr(host, "Plan", lambda *a, **k: made.append(a))
+    site = Site(kernels, buf, stream, launchers=[launcher])
+    site.call()
+    site.call()
+    assert made == [] and site.bound.counts()["refusals"] == {"launcher_workspace_required": 1}
+    assert site.executions() == [1, 1]
+
+
+def test_grouped_autotuner_is_not_bound(kernels):
+    at = host.Autotuner([launcher_for(kernels)])
+    at.best_launcher_map = {}
+    assert bind(at, host.HostAdapter()) is None
+    assert "run" not in vars(at)
+
+
+def test_negative_cache_calls_launcher_directly(kernels, buf, stream):
+    site = Site(kernels, buf, stream, launchers=[launcher_for(kernels, workspace_size=64)])
+    for _ in range(3):
+        site.call()
+    assert site.bound.counts()["negative"] == "launcher_workspace_required"
+    assert site.at.stock_runs == 1 and site.adapter.direct_calls == 2
+    assert site.executions() == [1, 1, 1]
+
+
+def test_category_mismatch_is_a_stable_refusal(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    launcher = site.at.launchers[0]
+    assert site.bound._promote(launcher, (site.counts.arg, 0, 1.5)) is False
+    assert site.bound.counts()["negative"] == "runtime_arg_category_mismatch:2:i32"
+    assert site.bound._promote(launcher, (site.counts.arg, 0, 7)) is True
+
+
+def test_negative_cache_invalidated_when_launcher_changes(kernels, buf, stream):
+    plain = launcher_for(kernels)
+    del plain.fastlaunch_spec
+    site = Site(kernels, buf, stream, launchers=[plain])
+    site.call()
+    site.call()
+    assert site.bound.counts()["negative"] == "launcher_metadata_missing"
+    site.at.launchers = [launcher_for(kernels, 16)]
+    site.call()
+    site.call()
+    assert isinstance(site.slot, FinalizedLaunch) and site.slot.calls == 1
+    assert site.bound.counts()["negative"] is None
+    assert site.executions() == [1] * 4
+
+
+def test_launcher_change_repromotes(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    site.call()
+    first = site.slot
+    new = launcher_for(kernels, 256)
+    site.at.launchers = [new]
+    site.call()
+    assert site.slot is not first and site.slot.plan.owner is new
+    site.call()
+    assert site.bound.counts()["fast"] == 3 and site.bound.counts()["promotions"] == 2
+    assert site.executions() == [1] * 4
+
+
+def test_profiler_forces_stock_while_on(kernels, buf, stream):
+    class Flags:
+        enabled = False
+
+    site = Site(kernels, buf, stream, adapter=CountingAdapter(profiler=(Flags, "enabled")))
+    site.call()
+    site.call()
+    Flags.enabled = True
+    site.call()
+    site.call()
+    Flags.enabled = False
+    site.call()
+    assert site.at.stock_runs == 3 and site.slot.calls == 2 and site.slot.fallbacks == 2
+    assert site.bound.counts()["fallbacks"]["profiler"] == 2
+    assert site.executions() == [1] * 5
+
+
+def test_active_hooks_use_the_launcher_for_that_call_only(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    site.call()
+    entry = site.slot
+    seen = []
+    hook = seen.append
+    host.hooks.launch_enter_hook.add(hook)
+    host.hooks.launch_exit_hook.add(hook)
+    site.call()
+    site.call()
+    assert len(seen) == 4 and site.adapter.direct_calls == 2
+    host.hooks.launch_enter_hook.remove(hook)
+    host.hooks.launch_exit_hook.remove(hook)
+    site.call()
+    assert site.slot is entry and entry.calls == 2 and site.at.stock_runs == 1
+    assert site.executions() == [1] * 5
+
+
+def test_empty_hook_chain_does_not_block(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    assert host.hooks.launch_enter_hook.calls == []
+    for _ in range(3):
+        site.call()
+    assert site.slot.calls == 2 and site.adapter.direct_calls == 0
+
+
+def test_grid_failure_falls_back_without_poisoning(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    entry = site.slot
+    _C.fault_inject("grid", 1, 0, entry.plan)
+    site.call()  # the fast path refuses (not stable): the stock path runs this call
+    _C.fault_inject("none")
+    site.call()
+    assert site.slot is entry and entry.calls == 1 and site.at.stock_runs == 2
+    assert site.bound.counts()["fallbacks"]["fault_injected:grid"] == 1
+    # A negative grid fails both ways, and raises without having launched anything.
+    with pytest.raises(FastLaunchError) as e:
+        site.call(xnumel=-5000)
+    assert not e.value.backend_submitted
+    site.call()
+    assert site.slot is entry
+    assert site.executions() == [1, 1, 1, 0, 1]
+
+
+def test_backend_error_never_replays(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    site.call()
+    _C.fault_inject("submit_after", 1, 0, site.slot.plan)
+    with pytest.raises(FastLaunchError) as e:
+        site.call()
+    _C.fault_inject("none")
+    assert e.value.backend_submitted is True and e.value.reason == "fault_injected:submit_after"
+    assert site.at.stock_runs == 1
+    assert site.executions() == [1, 1, 1]  # ran once, was not replayed
+
+
+def test_stable_launch_refusal_negative_caches(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    site.call(4)
+    site.at.run(site.counts.arg, 99, stream=stream.handle) if False else None
+    entry = site.slot
+    # Too few arguments at the entry: the bound launch takes the call (stock raises TypeError).
+    with pytest.raises(TypeError):
+        site.at.run(site.counts.arg, 0, stream=stream.handle)
+    assert entry.fallbacks == 1 and site.bound.counts()["fallbacks"]["args_count"] == 1
+
+
+def test_kwargs_and_benchmark_run_take_stock(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    site.call(benchmark_run=True)
+    assert site.at.stock_runs == 2 and site.bound.counts()["fallbacks"]["runtime_kwargs"] == 1
+
+
+def test_uninstall_leaves_no_trace(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    assert "run" in vars(site.at)
+    site.bound.uninstall()
+    assert "run" not in vars(site.at)
+    site.call()
+    assert site.at.stock_runs == 2 and site.executions() == [1, 1]
+
+
+def test_report_counts_reasons(kernels, buf, stream, capsys):
+    site = Site(kernels, buf, stream)
+    for _ in range(3):
+        site.call()
+    site.call(benchmark_run=True)
+    rows = fastlaunch.report()
+    out = capsys.readouterr().out
+    row = [r for r in rows if r["site"] == site.bound.site][-1]
+    assert (row["fast"], row["stock"]) == (2, 2)
+    assert "stock-reasons[runtime_kwargs=1, warmup=1]" in out
+
+
+def test_fastlaunch_log_reports_promotion_and_refusal(kernel_dir):
+    code = f"""
+import fastlaunch.host as host
+from fastlaunch.bind import bind
+import ctypes
+k = host.compile(open({os.path.join(os.path.dirname(__file__), 'conftest.py')!r}).read().split('KERNELS = r\"\"\"')[1].split('\"\"\"')[0], 'count_launch', directory={kernel_dir!r})
+good = host.make_launcher(k, {SIG!r}, def_args=['c', 'i', 'xnumel'], grid={GRID!r}, constants={{'XBLOCK': 8}}, name='good')
+bad = host.make_launcher(k, {SIG!r}, def_args=['c', 'i', 'xnumel'], grid={GRID!r}, constants={{'XBLOCK': 8}}, name='bad', workspace_size=1)
+s = host.Stream(); buf = (ctypes.c_int32 * 4)()
+for name, l in (('good', good), ('bad', bad)):
+    at = host.Autotuner([l], name=name); bind(at, host.HostAdapter())
+    at.run(ctypes.addressof(buf), 0, 10, stream=s.handle); at.run(ctypes.addressof(buf), 0, 10, stream=s.handle)
+s.synchronize()
+"""
+    env = dict(os.environ, FASTLAUNCH_LOG="1")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "fastlaunch: good: promoted (host, 3 runtime args, grid program)" in proc.stderr
+    assert "fastlaunch: bad: refused: launcher_workspace_required" in proc.stderr
+    quiet = subprocess.run([sys.executable, "-c", code], env={k: v for k, v in os.environ.items() if k != "FASTLAUNCH_LOG"},
+                           capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0 and "promoted" not in quiet.stderr
