@@ -309,8 +309,17 @@ FL_EXTERN fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *ar
 typedef struct fl_grid_program fl_grid_program;
 
 /* Compiles one expression. `names` (nnames entries, may be NULL) name the variables; $N names
- * variable N. Refuses anything outside the language with FL_BAD_GRID_PROGRAM and a reason naming
- * the position. */
+ * variable N. The language is Python's integer expressions, with Python's precedence: decimal
+ * literals, + - * // % << >>, unary + -, min(...), max(...), cdiv(a, b) and ceildiv(a, b) (ceiling
+ * division), one comparison == != < <= > >= (1 when true, 0 when false; a chained a < b < c is
+ * refused with "grid_expr_syntax:<offset>:chained comparison"), and the conditional `A if C else B`
+ * (lowest precedence, right-associative), which evaluates only the branch C chooses, so
+ * `0 if d == 0 else n // d` never divides by zero. Refuses anything outside the language with
+ * FL_BAD_GRID_PROGRAM and a reason naming the position ("grid_expr_syntax:<offset>:expected 'else'"
+ * and others). Subexpressions without variables are folded at compile time; one that always fails
+ * and always runs (not merely in a branch that may be chosen) is refused as
+ * "grid_expr_const_<error>". A failing constant in a branch that may run fails only if it runs;
+ * one in a branch a constant condition never chooses is dropped, as Python never evaluates it. */
 FL_EXTERN fl_status fl_grid_program_compile(const char *expr, const char *const *names, size_t nnames,
                                             fl_grid_program **program, fl_error *err);
 /* Evaluates with Python's integer semantics on int64: floor division and modulo, arithmetic shifts;

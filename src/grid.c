@@ -11,11 +11,17 @@
 #define GRID_MAX_VAR INT32_MAX
 
 /* Opcodes. Binary operators come in two forms: both operands on the stack, or the right operand
- * an immediate (OP_K added), which is the common shape `x // -128` after constant folding. */
+ * an immediate (OP_K added), which is the common shape `x // -128` after constant folding.
+ * A conditional `A if C else B` is laid out as  C, JZ, A, JMP, B  with forward jumps relative to
+ * the next instruction, so only the chosen branch runs. FAIL raises its argument (an E_ code): it
+ * stands for a constant subexpression that always fails, inside a branch that may never run. */
 enum {
   OP_CONST,
   OP_VAR,
   OP_NEG,
+  OP_JZ,   /* pops; skips arg instructions when the value was zero */
+  OP_JMP,  /* skips arg instructions */
+  OP_FAIL, /* fails with error arg */
   OP_ADD,
   OP_SUB,
   OP_MUL,
@@ -26,7 +32,13 @@ enum {
   OP_MIN,
   OP_MAX,
   OP_CDIV,
-  OP_K = 16
+  OP_EQ, /* comparisons push 1 or 0, as Python's True and False are 1 and 0 in arithmetic */
+  OP_NE,
+  OP_LT,
+  OP_LE,
+  OP_GT,
+  OP_GE,
+  OP_K = 32
 };
 
 /* Evaluation outcomes of one operation. */
@@ -144,19 +156,33 @@ static int ar_binary(uint32_t op, int64_t a, int64_t b, int64_t *r) {
     case OP_MIN: *r = a < b ? a : b; return E_NONE;
     case OP_MAX: *r = a > b ? a : b; return E_NONE;
     case OP_CDIV: return ar_cdiv(a, b, r);
+    case OP_EQ: *r = a == b; return E_NONE;
+    case OP_NE: *r = a != b; return E_NONE;
+    case OP_LT: *r = a < b; return E_NONE;
+    case OP_LE: *r = a <= b; return E_NONE;
+    case OP_GT: *r = a > b; return E_NONE;
+    case OP_GE: *r = a >= b; return E_NONE;
     default: return E_OVF;
   }
 }
 
 /* ---- the folding code builder ---- */
 
-/* One pending operand while code is built: a constant is always exactly one OP_CONST instruction
- * at `start`, so folding can rewrite it in place. */
+/* One pending operand while code is built: its code runs from `start` to the end of the code so
+ * far. A constant is always exactly one instruction at `start` (OP_CONST, or OP_FAIL when it
+ * always fails), so folding can rewrite it in place.
+ *
+ * `cerr` is the error of the first constant subexpression, in evaluation order, that always fails
+ * and is always evaluated when this operand is: then this operand can never complete, so whatever
+ * would run after it is dropped, and at the top the program is refused with that error. Branches of
+ * a conditional whose condition is not constant are not always evaluated, so their errors stay in
+ * the code as OP_FAIL and are raised only if the branch runs. */
 typedef struct sym {
   int64_t value;
   size_t start;
   uint32_t depth;
   bool constant;
+  int cerr;
 } sym;
 
 typedef struct builder {
@@ -164,35 +190,43 @@ typedef struct builder {
   size_t ncode;
   sym *stack;
   size_t nstack;
-  int first_error; /* the first constant subexpression that always fails, in evaluation order */
 } builder;
-
-/* A failed fold is recorded and replaced by 0 so that parsing can go on: a syntax error later
- * in the text is reported before the constant error. */
-static int64_t fold_result(builder *b, int e, int64_t value) {
-  if (e == E_NONE) return value;
-  if (b->first_error == E_NONE) b->first_error = e;
-  return 0;
-}
 
 static void b_const(builder *b, int64_t value) {
   b->code[b->ncode] = (ins){value, OP_CONST};
-  b->stack[b->nstack++] = (sym){value, b->ncode, 1, true};
+  b->stack[b->nstack++] = (sym){value, b->ncode, 1, true, E_NONE};
   b->ncode++;
 }
 
 static void b_var(builder *b, int64_t index) {
   b->code[b->ncode] = (ins){index, OP_VAR};
-  b->stack[b->nstack++] = (sym){0, b->ncode, 1, false};
+  b->stack[b->nstack++] = (sym){0, b->ncode, 1, false, E_NONE};
   b->ncode++;
+}
+
+/* Makes the constant `x` one that always fails with e. */
+static void b_poison(builder *b, sym *x, int e) {
+  x->value = 0;
+  x->cerr = e;
+  b->code[x->start] = (ins){e, OP_FAIL};
+  b->ncode = x->start + 1;
+}
+
+static void b_fail(builder *b, int e) {
+  b_const(b, 0);
+  b_poison(b, &b->stack[b->nstack - 1], e);
 }
 
 static void b_neg(builder *b) {
   sym *x = &b->stack[b->nstack - 1];
+  if (x->cerr) return;
   if (x->constant) {
-    int e = x->value == INT64_MIN ? E_OVF : E_NONE;
-    x->value = fold_result(b, e, e == E_NONE ? -x->value : 0);
-    b->code[x->start].arg = x->value;
+    if (x->value == INT64_MIN) {
+      b_poison(b, x, E_OVF);
+    } else {
+      x->value = -x->value;
+      b->code[x->start].arg = x->value;
+    }
     return;
   }
   b->code[b->ncode++] = (ins){0, OP_NEG};
@@ -201,12 +235,30 @@ static void b_neg(builder *b) {
 static void b_binary(builder *b, uint32_t op) {
   sym r = b->stack[--b->nstack];
   sym *l = &b->stack[b->nstack - 1];
-  if (l->constant && r.constant) {
+  if (l->cerr) {
+    /* The left operand never completes, so the right one never runs. */
+    b->ncode = r.start;
+  } else if (r.cerr) {
+    /* Neither does the right one. The operation is never reached but is still emitted, so that
+     * the code stays well-formed for substitution to replay. */
+    if (l->constant && r.constant) {
+      b_poison(b, l, r.cerr);
+    } else {
+      b->code[b->ncode++] = (ins){0, op};
+      l->cerr = r.cerr;
+      l->constant = false;
+      if (r.depth + 1 > l->depth) l->depth = r.depth + 1;
+    }
+  } else if (l->constant && r.constant) {
     int64_t v = 0;
     int e = ar_binary(op, l->value, r.value, &v);
-    l->value = fold_result(b, e, v);
-    b->code[l->start].arg = l->value;
-    b->ncode = l->start + 1;
+    if (e != E_NONE) {
+      b_poison(b, l, e);
+    } else {
+      l->value = v;
+      b->code[l->start].arg = v;
+      b->ncode = l->start + 1;
+    }
   } else if (r.constant) {
     b->ncode = r.start;
     b->code[b->ncode++] = (ins){r.value, op + OP_K};
@@ -217,6 +269,18 @@ static void b_binary(builder *b, uint32_t op) {
   }
 }
 
+/* Completes `c if-JZ a JMP e` once all three are built (and popped): the condition's code starts
+ * the conditional, the jump slots at jz and jmp are filled in and the result is pushed. Each part
+ * starts from the same stack height, so the depth is the largest of the three. */
+static void b_cond(builder *b, sym c, size_t jz, sym a, size_t jmp, sym e) {
+  b->code[jz] = (ins){(int64_t)(jmp - jz), OP_JZ};
+  b->code[jmp] = (ins){(int64_t)(b->ncode - jmp - 1), OP_JMP};
+  uint32_t depth = c.depth;
+  if (a.depth > depth) depth = a.depth;
+  if (e.depth > depth) depth = e.depth;
+  b->stack[b->nstack++] = (sym){0, c.start, depth, false, c.cerr};
+}
+
 static fl_status const_fail(int e, fl_error *err) {
   const char *what = e == E_DIV0 ? "div_by_zero" : e == E_SHIFT ? "negative_shift" : "overflow";
   return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_expr_const_%s", what);
@@ -224,8 +288,8 @@ static fl_status const_fail(int e, fl_error *err) {
 
 /* Turns the finished builder (one operand left) into a program, or refuses it. */
 static fl_status b_finish(builder *b, fl_grid_program **out, fl_error *err) {
-  if (b->first_error != E_NONE) return const_fail(b->first_error, err);
   sym *top = &b->stack[0];
+  if (top->cerr != E_NONE) return const_fail(top->cerr, err);
   if (top->depth > GRID_STACK) return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_expr_too_deep");
   fl_grid_program *p = fl__malloc(sizeof *p + b->ncode * sizeof(ins));
   if (!p) return fl__fail(err, FL_NOMEM, false, "nomem:grid_program");
@@ -259,6 +323,14 @@ enum {
   T_SHL,
   T_SHR,
   T_SLASH, /* Python's true division: refused with its own message */
+  T_EQ,
+  T_NE,
+  T_LT,
+  T_LE,
+  T_GT,
+  T_GE,
+  T_IF,
+  T_ELSE,
   T_BAD
 };
 
@@ -340,7 +412,10 @@ static int next(parser *p) {
     p->tok_val = (int64_t)v;
   } else if (is_name_start(c)) {
     while (i + n < p->len && is_name_char(s[i + n])) n++;
-    p->tok = T_NAME;
+    /* The keywords are never names: `if` in an operand's place is a syntax error. */
+    if (n == 2 && memcmp(s + i, "if", 2) == 0) p->tok = T_IF;
+    else if (n == 4 && memcmp(s + i, "else", 4) == 0) p->tok = T_ELSE;
+    else p->tok = T_NAME;
   } else {
     char c2 = i + 1 < p->len ? s[i + 1] : '\0';
     switch (c) {
@@ -357,10 +432,20 @@ static int next(parser *p) {
         break;
       case '<':
         if (c2 == '<') p->tok = T_SHL, n = 2;
-        else p->tok = T_BAD;
+        else if (c2 == '=') p->tok = T_LE, n = 2;
+        else p->tok = T_LT;
         break;
       case '>':
         if (c2 == '>') p->tok = T_SHR, n = 2;
+        else if (c2 == '=') p->tok = T_GE, n = 2;
+        else p->tok = T_GT;
+        break;
+      case '=':
+        if (c2 == '=') p->tok = T_EQ, n = 2;
+        else p->tok = T_BAD;
+        break;
+      case '!':
+        if (c2 == '=') p->tok = T_NE, n = 2;
         else p->tok = T_BAD;
         break;
       default: p->tok = T_BAD; break;
@@ -487,7 +572,7 @@ static int parse_add(parser *p) {
   }
 }
 
-static int parse_expr(parser *p) {
+static int parse_shift(parser *p) {
   if (parse_add(p)) return -1;
   for (;;) {
     uint32_t op;
@@ -497,6 +582,87 @@ static int parse_expr(parser *p) {
     if (next(p) || parse_add(p)) return -1;
     b_binary(&p->b, op);
   }
+}
+
+static uint32_t comparison_op(int tok) {
+  switch (tok) {
+    case T_EQ: return OP_EQ;
+    case T_NE: return OP_NE;
+    case T_LT: return OP_LT;
+    case T_LE: return OP_LE;
+    case T_GT: return OP_GT;
+    case T_GE: return OP_GE;
+    default: return 0;
+  }
+}
+
+/* One comparison at most: Python reads `a < b < c` as `a < b and b < c`, which is refused rather
+ * than silently computed as `(a < b) < c`. */
+static int parse_comparison(parser *p) {
+  if (parse_shift(p)) return -1;
+  uint32_t op = comparison_op(p->tok);
+  if (!op) return 0;
+  if (next(p) || parse_shift(p)) return -1;
+  b_binary(&p->b, op);
+  if (comparison_op(p->tok)) return fail_syntax(p, p->tok_pos, "chained comparison");
+  return 0;
+}
+
+static void reverse(ins *a, size_t n) {
+  for (; n > 1; a++, n -= 2) {
+    ins t = a[0];
+    a[0] = a[n - 1];
+    a[n - 1] = t;
+  }
+}
+
+/* `A if C else B`, lowest in precedence and right-associative: B is itself a conditional
+ * expression, A and C are comparisons. A is built before the `if` is seen, so once C is built
+ * behind it the two are swapped into evaluation order. A constant condition keeps only the chosen
+ * branch; the other is still parsed (for its syntax) and then dropped unevaluated, as Python never
+ * evaluates it. */
+static int parse_expr(parser *p) {
+  builder *b = &p->b;
+  if (parse_comparison(p)) return -1;
+  if (p->tok != T_IF) return 0;
+  size_t slot = b->ncode++; /* for the conditional jump; `if` emits no other instruction */
+  if (next(p) || parse_comparison(p)) return -1;
+  if (p->tok != T_ELSE) return fail_expected(p, "expected 'else'");
+  if (enter(p) || next(p)) return -1;
+  sym c = b->stack[--b->nstack], a = b->stack[--b->nstack];
+  size_t clen = b->ncode - c.start;
+  if (c.cerr || c.constant) {
+    /* A condition that always fails is the result (nothing after it runs); otherwise the branch
+     * that is chosen. */
+    bool keep_a = !c.cerr && c.value != 0;
+    if (c.cerr) {
+      memmove(b->code + a.start, b->code + c.start, clen * sizeof(ins));
+      b->ncode = a.start + clen;
+      c.start = a.start;
+      b->stack[b->nstack++] = c;
+    } else if (keep_a) {
+      b->ncode = slot;
+      b->stack[b->nstack++] = a;
+    } else {
+      b->ncode = a.start;
+    }
+    size_t keep = b->ncode;
+    if (parse_expr(p)) return -1;
+    if (c.cerr || keep_a) b->nstack--, b->ncode = keep;
+  } else {
+    /* [A][slot][C] becomes [C][slot][A]: the whole reversed, then each part back. */
+    size_t alen = slot - a.start;
+    reverse(b->code + a.start, b->ncode - a.start);
+    reverse(b->code + a.start, clen);
+    reverse(b->code + b->ncode - alen, alen);
+    c.start = a.start;
+    size_t jz = a.start + clen, jmp = b->ncode++;
+    if (parse_expr(p)) return -1;
+    sym e = b->stack[--b->nstack];
+    b_cond(b, c, jz, a, jmp, e);
+  }
+  p->nesting--;
+  return 0;
 }
 
 fl_status fl_grid_program_compile(const char *expr, const char *const *names, size_t nnames,
@@ -544,6 +710,52 @@ done:
   return st;
 }
 
+/* Rebuilds code[from, to) through the folding builder with variable `var` read as `value`. A
+ * conditional is replayed part by part, so that a condition that has become constant keeps only
+ * its chosen branch; recursion follows the nesting of conditionals, which the parser bounds. */
+static void replay(builder *b, const ins *code, size_t from, size_t to, size_t var, int64_t value) {
+  for (size_t i = from; i < to; i++) {
+    const ins *in = &code[i];
+    switch (in->op) {
+      case OP_CONST: b_const(b, in->arg); break;
+      case OP_VAR:
+        if ((size_t)in->arg == var) b_const(b, value);
+        else b_var(b, in->arg);
+        break;
+      case OP_NEG: b_neg(b); break;
+      case OP_FAIL: b_fail(b, (int)in->arg); break;
+      case OP_JZ: {
+        /* C was replayed; A is [i + 1, els - 1), the JMP at els - 1 ends it, B is [els, end). */
+        size_t els = i + 1 + (size_t)in->arg, end = els + (size_t)code[els - 1].arg;
+        sym c = b->stack[b->nstack - 1];
+        if (c.cerr) {
+          /* The condition never completes: it is the result. */
+        } else if (c.constant) {
+          b->nstack--;
+          b->ncode = c.start;
+          if (c.value) replay(b, code, i + 1, els - 1, var, value);
+          else replay(b, code, els, end, var, value);
+        } else {
+          b->nstack--;
+          size_t jz = b->ncode++;
+          replay(b, code, i + 1, els - 1, var, value);
+          sym a = b->stack[--b->nstack];
+          size_t jmp = b->ncode++;
+          replay(b, code, els, end, var, value);
+          sym e = b->stack[--b->nstack];
+          b_cond(b, c, jz, a, jmp, e);
+        }
+        i = end - 1;
+        break;
+      }
+      default:
+        if (in->op >= OP_K) b_const(b, in->arg), b_binary(b, in->op - OP_K);
+        else b_binary(b, in->op);
+        break;
+    }
+  }
+}
+
 fl_status fl__grid_program_substitute(fl_grid_program *program, size_t var, int64_t value, fl_error *err) {
   if (!program) return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_program_null");
   if (!fl__grid_program_uses_var(program, var)) return FL_OK;
@@ -558,18 +770,11 @@ fl_status fl__grid_program_substitute(fl_grid_program *program, size_t var, int6
     st = fl__fail(err, FL_NOMEM, false, "nomem:grid_program");
     goto done;
   }
-  for (size_t i = 0; i < program->ncode; i++) {
-    const ins *in = &program->code[i];
-    if (in->op == OP_CONST) b_const(&b, in->arg);
-    else if (in->op == OP_VAR && (size_t)in->arg == var) b_const(&b, value);
-    else if (in->op == OP_VAR) b_var(&b, in->arg);
-    else if (in->op == OP_NEG) b_neg(&b);
-    else if (in->op >= OP_K) b_const(&b, in->arg), b_binary(&b, in->op - OP_K);
-    else b_binary(&b, in->op);
-  }
+  replay(&b, program->code, 0, program->ncode, var, value);
   st = b_finish(&b, &np, err);
   if (st != FL_OK) goto done;
-  /* Folding never lengthens the code, so the result fits in place and the caller's pointer stays. */
+  /* Folding never lengthens the code (each instruction replays as at most one), so the result
+   * fits in place and the caller's pointer stays. */
   program->ncode = np->ncode;
   program->nvars = np->nvars;
   program->depth = np->depth;
@@ -633,6 +838,18 @@ static inline int ar_max(int64_t a, int64_t b, int64_t *r) {
   return E_NONE;
 }
 
+#define CMP_FN(NAME, OPER)                                                                         \
+  static inline int NAME(int64_t a, int64_t b, int64_t *r) {                                       \
+    *r = a OPER b;                                                                                 \
+    return E_NONE;                                                                                 \
+  }
+CMP_FN(ar_eq, ==)
+CMP_FN(ar_ne, !=)
+CMP_FN(ar_lt, <)
+CMP_FN(ar_le, <=)
+CMP_FN(ar_gt, >)
+CMP_FN(ar_ge, >=)
+
 fl_status fl_grid_program_eval(const fl_grid_program *program, const int64_t *vars, size_t nvars,
                                int64_t *out, fl_error *err) {
   if (FL__UNLIKELY(!program || !out)) return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_program_null");
@@ -668,6 +885,18 @@ fl_status fl_grid_program_eval(const fl_grid_program *program, const int64_t *va
       BIN_CASE(OP_MIN, ar_min)
       BIN_CASE(OP_MAX, ar_max)
       BIN_CASE(OP_CDIV, ar_cdiv)
+      BIN_CASE(OP_EQ, ar_eq)
+      BIN_CASE(OP_NE, ar_ne)
+      BIN_CASE(OP_LT, ar_lt)
+      BIN_CASE(OP_LE, ar_le)
+      BIN_CASE(OP_GT, ar_gt)
+      BIN_CASE(OP_GE, ar_ge)
+      /* Jumps go forward only, to at most the end of the code. */
+      case OP_JZ:
+        if (*--sp == 0) ip += ip->arg;
+        break;
+      case OP_JMP: ip += ip->arg; break;
+      case OP_FAIL: e = (int)ip->arg; goto fail;
       default: e = E_OVF; goto fail;
     }
   }

@@ -84,6 +84,36 @@ static void inductor_forms(void) {
   v[0] = 100;
   ASSERT_EVAL(split, yn, 2, v, 2, 1);
 
+  /* The y/z split for grids past 65535 blocks in y, as fastlaunch receives it with Inductor's
+   * prefix assignments inlined. y divides by z, which is 0 when ynumel is; only the chosen branch of
+   * the conditional runs. Expected values from Python's eval. */
+  const char *const ys[] = {"ynumel"};
+  const char *zsplit = "(-((-((ynumel) // -(32))) // -(65535)))";
+  const char *ysplit = "(0 if (-((-((ynumel) // -(32))) // -(65535))) == 0 else -(((-((ynumel) // -(32)))) // "
+                       "-((-((-((ynumel) // -(32))) // -(65535))))))";
+  static const int64_t split_cases[][3] = {
+      {0, 0, 0}, {1, 1, 1}, {32, 1, 1}, {65535 * 32, 65535, 1}, {65535 * 32 + 1, 32768, 2}, {1000000000, 65514, 477},
+  };
+  for (size_t i = 0; i < sizeof split_cases / sizeof split_cases[0]; i++) {
+    v[0] = split_cases[i][0];
+    ASSERT_EVAL(ysplit, ys, 1, v, 1, split_cases[i][1]);
+    ASSERT_EVAL(zsplit, ys, 1, v, 1, split_cases[i][2]);
+    /* Folded to a constant when ynumel is fixed. */
+    for (int form = 0; form < 2; form++) {
+      fl_error err;
+      fl_grid_program *p = NULL;
+      int64_t out = -1;
+      ASSERT_OK(fl_grid_program_compile(form ? zsplit : ysplit, ys, 1, &p, &err), &err);
+      fl_status st = fl__grid_program_substitute(p, 0, v[0], &err);
+      bool constant = fl_grid_program_is_constant(p);
+      if (st == FL_OK) st = fl_grid_program_eval(p, NULL, 0, &out, &err);
+      fl_grid_program_free(p);
+      ASSERT_OK(st, &err);
+      ASSERT_TRUE(constant);
+      ASSERT_EQ(out, split_cases[i][form ? 2 : 1]);
+    }
+  }
+
   ASSERT_EVAL("1", xn, 2, NULL, 0, 1);
   v[0] = 77;
   ASSERT_EVAL("xnumel", xn, 2, v, 2, 77);
@@ -129,6 +159,37 @@ static void python_edge_values(void) {
       {"max($0, -$1)", -5, 4, -4},
       {"$0 >> 2 >> $1", 64, 1, 8},
       {"$0 - -$1", 1, -1, 0},
+      /* Comparisons give True or False, which are 1 and 0 in arithmetic. */
+      {"$0 == $1", 3, 3, 1},
+      {"$0 == $1", 3, -3, 0},
+      {"$0 != $1", INT64_MIN, INT64_MAX, 1},
+      {"$0 < $1", INT64_MIN, INT64_MAX, 1},
+      {"$0 < $1", -1, -1, 0},
+      {"$0 <= $1", -1, -1, 1},
+      {"$0 > $1", 0, -1, 1},
+      {"$0 >= $1", -2, -1, 0},
+      {"$0 << 2 < $1", 1, 5, 1},
+      {"$0 + 1 == $1 * 2", 3, 2, 1},
+      {"($0 < $1) + 1", 1, 2, 2},
+      {"-($0 >= $1)", 3, 3, -1},
+      {"$0 * ($1 != 0)", 7, 9, 7},
+      {"min($0 <= $1, 5)", 7, 9, 1},
+      /* Conditionals: any nonzero condition is true, and only the chosen branch is evaluated. */
+      {"$0 if $1 else 7", 5, 0, 7},
+      {"$0 if $1 else 7", 5, -3, 5},
+      {"$0 if $1 < 0 else -$0", -5, -1, -5},
+      {"0 if $1 == 0 else $0 // $1", 5, 0, 0},
+      {"0 if $1 == 0 else $0 // $1", 5, 2, 2},
+      {"$0 // $1 if $1 else -1", 7, 0, -1},
+      {"-($0 // -$1) if $1 != 0 else $0 << 70", 0, 0, 0},
+      {"1 if $0 else 2 if $1 else 3", 0, 0, 3},
+      {"1 if $0 else 2 if $1 else 3", 0, 1, 2},
+      {"1 if $0 else 2 if $1 else 3", 1, 0, 1},
+      {"(1 if $0 else 2) if $1 else 3", 0, 1, 2},
+      {"$0 + 2 if $1 else 3", 1, 1, 3},
+      {"$0 + (2 if $1 else 3)", 1, 0, 4},
+      {"min($0 if $1 else 9, 4) * (5 if $1 > 3 else 6)", 2, 4, 10},
+      {"$0 if $0 >= $1 else $1", 2, 4, 4},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int64_t v[2] = {cases[i].a, cases[i].b};
@@ -181,7 +242,26 @@ static void compile_refusals(void) {
   ASSERT_COMPILE_FAILS("(1 / 2)", names, 3, "grid_expr_syntax:3:true division '/' is not supported");
   ASSERT_COMPILE_FAILS("1 # 2", names, 3, "grid_expr_syntax:2:unexpected character");
   ASSERT_COMPILE_FAILS("1.5", names, 3, "grid_expr_syntax:1:unexpected character");
-  ASSERT_COMPILE_FAILS("xnumel < 2", names, 3, "grid_expr_syntax:7:unexpected character");
+  ASSERT_COMPILE_FAILS("xnumel = 2", names, 3, "grid_expr_syntax:7:unexpected character");
+  ASSERT_COMPILE_FAILS("xnumel ! 2", names, 3, "grid_expr_syntax:7:unexpected character");
+  ASSERT_COMPILE_FAILS("1 <> 2", names, 3, "grid_expr_syntax:3:expected operand");
+  ASSERT_COMPILE_FAILS("1 <== 2", names, 3, "grid_expr_syntax:4:unexpected character");
+  ASSERT_COMPILE_FAILS("1 < < 2", names, 3, "grid_expr_syntax:4:expected operand");
+  /* Python reads a < b < c as a < b and b < c; that is refused rather than misread. */
+  ASSERT_COMPILE_FAILS("1 < 2 < 3", names, 3, "grid_expr_syntax:6:chained comparison");
+  ASSERT_COMPILE_FAILS("xnumel == 1 != 2", names, 3, "grid_expr_syntax:12:chained comparison");
+  ASSERT_COMPILE_FAILS("0 if 1 < 2 < 3 else 1", names, 3, "grid_expr_syntax:11:chained comparison");
+  ASSERT_COMPILE_FAILS("1 if 2", names, 3, "grid_expr_syntax:6:expected 'else'");
+  ASSERT_COMPILE_FAILS("1 if 2 3", names, 3, "grid_expr_syntax:7:expected 'else'");
+  ASSERT_COMPILE_FAILS("1 if 1 if 1 else 2 else 3", names, 3, "grid_expr_syntax:7:expected 'else'");
+  ASSERT_COMPILE_FAILS("if 1 else 2", names, 3, "grid_expr_syntax:0:expected operand");
+  ASSERT_COMPILE_FAILS("1 if else 2", names, 3, "grid_expr_syntax:5:expected operand");
+  ASSERT_COMPILE_FAILS("1 if 0 else", names, 3, "grid_expr_syntax:11:expected operand");
+  ASSERT_COMPILE_FAILS("1 else 2", names, 3, "grid_expr_syntax:2:unexpected input");
+  ASSERT_COMPILE_FAILS("xnumel if xnumel else 1 / 2", names, 3,
+                       "grid_expr_syntax:24:true division '/' is not supported");
+  /* The keywords are never names, even when offered as one. */
+  ASSERT_COMPILE_FAILS("if", (const char *const[]){"if"}, 1, "grid_expr_syntax:0:expected operand");
   ASSERT_COMPILE_FAILS("min(1 2)", names, 3, "grid_expr_syntax:6:expected ',' or ')'");
   ASSERT_COMPILE_FAILS("min(1,,2)", names, 3, "grid_expr_syntax:6:expected operand");
   ASSERT_COMPILE_FAILS("min(1", names, 3, "grid_expr_syntax:5:expected ',' or ')'");
@@ -216,6 +296,20 @@ static void compile_refusals(void) {
   /* A syntax error later in the text wins over a constant that always fails. */
   ASSERT_COMPILE_FAILS("1 // 0 +", names, 3, "grid_expr_syntax:8:expected operand");
   ASSERT_COMPILE_FAILS("1 // 0 + nope", names, 3, "grid_expr_unknown_name:nope");
+  ASSERT_COMPILE_FAILS("1 // 0 if 1 else", names, 3, "grid_expr_syntax:16:expected operand");
+  ASSERT_COMPILE_FAILS("1 // 0 if 0 else nope", names, 3, "grid_expr_unknown_name:nope");
+  /* Only a failing constant that always runs is refused: the condition always runs, a branch only
+   * when the condition is constant and chooses it. */
+  ASSERT_COMPILE_FAILS("1 // 0 if 1 else 2", names, 3, "grid_expr_const_div_by_zero");
+  ASSERT_COMPILE_FAILS("xnumel if 0 else 1 << -1", names, 3, "grid_expr_const_negative_shift");
+  ASSERT_COMPILE_FAILS("2 if 1 % 0 else xnumel", names, 3, "grid_expr_const_div_by_zero");
+  ASSERT_COMPILE_FAILS("2 if xnumel + 1 % 0 else 3", names, 3, "grid_expr_const_div_by_zero");
+  ASSERT_COMPILE_FAILS("(xnumel if xnumel else 1 // 0) + (1 << 64)", names, 3, "grid_expr_const_overflow");
+  ASSERT_COMPILE_FAILS("1 // 0 + (1 if xnumel else 2)", names, 3, "grid_expr_const_div_by_zero");
+  ASSERT_COMPILE_FAILS("(1 if xnumel else 2) * (1 << -1 if 2 > 1 else 0)", names, 3,
+                       "grid_expr_const_negative_shift");
+  /* The condition fails before either branch, whatever they hold. */
+  ASSERT_COMPILE_FAILS("1 << 64 if 1 // 0 else 1 << -1", names, 3, "grid_expr_const_div_by_zero");
 
   fl_error err;
   ASSERT_FAILS(fl_grid_program_compile("1", NULL, 0, NULL, &err), &err, FL_BAD_GRID_PROGRAM, "grid_program_null");
@@ -223,11 +317,46 @@ static void compile_refusals(void) {
   fl_grid_program *p = NULL;
   ASSERT_EQ(fl_grid_program_compile("1 +", NULL, 0, &p, NULL), FL_BAD_GRID_PROGRAM);
   ASSERT_TRUE(p == NULL);
+  /* Failing constants that may not run compile; those that never run leave no trace. */
+  const char *const fold_ok[][2] = {
+      {"1 // 0 if 0 else 2", "2"},
+      {"xnumel if 1 else 1 // 0", "$0"},
+      {"1 << -1 if 2 < 1 else 3 if 0 else 4", "4"},
+      {"(1 if 0 else (9223372036854775807 + 1)) if 0 else min(5, 6)", "5"},
+      {"xnumel if xnumel else 1 // 0", NULL},
+      {"1 // 0 if xnumel else XBLOCK", NULL},
+      {"(1 // 0 if xnumel else 1) + (1 << -1 if xnumel == 2 else 0)", NULL},
+  };
+  for (size_t i = 0; i < sizeof fold_ok / sizeof fold_ok[0]; i++) {
+    fl_grid_program *q = NULL;
+    ASSERT_OK(fl_grid_program_compile(fold_ok[i][0], names, 3, &q, &err), &err);
+    size_t nv = fl_grid_program_nvars(q);
+    bool constant = fl_grid_program_is_constant(q);
+    int64_t out = -1, xv[3] = {0, 0, 9};
+    fl_status st = fl_grid_program_eval(q, xv, 3, &out, &err);
+    fl_grid_program_free(q);
+    if (!fold_ok[i][1]) {
+      ASSERT_TRUE(!constant);
+      continue;
+    }
+    ASSERT_OK(st, &err);
+    if (fold_ok[i][1][0] == '$') {
+      ASSERT_TRUE(!constant);
+      ASSERT_EQ(nv, 1);
+      ASSERT_EQ(out, 0);
+    } else {
+      ASSERT_TRUE(constant);
+      ASSERT_EQ(nv, 0);
+      ASSERT_EQ(out, strtoll(fold_ok[i][1], NULL, 10));
+    }
+  }
   /* What is accepted around the edges: all-zero literals, trailing commas, spacing. */
   ASSERT_EVAL("000 + 0", NULL, 0, NULL, 0, 0);
   ASSERT_EVAL("min(3, 2,)", NULL, 0, NULL, 0, 2);
   ASSERT_EVAL("\tmax (\n1 ,\r 2 ) ", NULL, 0, NULL, 0, 2);
   ASSERT_EVAL("9223372036854775807", NULL, 0, NULL, 0, INT64_MAX);
+  ASSERT_EVAL("1if 0else(2)if(1)else 3", NULL, 0, NULL, 0, 2);
+  ASSERT_EVAL("(3>=2)==1", NULL, 0, NULL, 0, 1);
   ASSERT_EVAL("-9223372036854775807 - 1", NULL, 0, NULL, 0, INT64_MIN);
   int64_t v[3] = {5, 6, 7};
   ASSERT_EVAL("XBLOCK * 10 + xnumel", names, 3, v, 3, 75);
@@ -281,6 +410,48 @@ static void limits(void) {
   big[4097] = '\0';
   ASSERT_COMPILE_FAILS(big, NULL, 0, "grid_expr_too_long");
   free(big);
+  /* A conditional needs as many slots as its deepest part; a branch that is never chosen needs
+   * none, and its nesting is still bounded. */
+  char cbuf[1400];
+  for (int n = 64; n <= 65; n++) {
+    s = nested_sum("$0", n);
+    snprintf(cbuf, sizeof cbuf, "1 if $0 == 2 else %s", s);
+    if (n == 64) ASSERT_EVAL(cbuf, NULL, 0, v, 1, 64 * 3);
+    else ASSERT_COMPILE_FAILS(cbuf, NULL, 0, "grid_expr_too_deep");
+    snprintf(cbuf, sizeof cbuf, "(%s) if $0 == 2 else 1", s);
+    if (n == 64) ASSERT_EVAL(cbuf, NULL, 0, v, 1, 1);
+    else ASSERT_COMPILE_FAILS(cbuf, NULL, 0, "grid_expr_too_deep");
+    snprintf(cbuf, sizeof cbuf, "1 if (%s) == 2 else 5", s);
+    if (n == 64) ASSERT_EVAL(cbuf, NULL, 0, v, 1, 5);
+    else ASSERT_COMPILE_FAILS(cbuf, NULL, 0, "grid_expr_too_deep");
+    snprintf(cbuf, sizeof cbuf, "(%s) if 0 else 1", s);
+    ASSERT_EVAL(cbuf, NULL, 0, v, 1, 1);
+    free(s);
+  }
+  /* Right-nested conditionals, each `else` one level deeper; also replayed by substitution. */
+  for (int n = 200; n <= 201; n++) {
+    char *chain = malloc((size_t)n * 24 + 8);
+    size_t k = 0;
+    for (int i = 0; i < n; i++) k += (size_t)sprintf(chain + k, "%d if $0==%d else ", i, i);
+    sprintf(chain + k, "-1");
+    if (n == 201) {
+      ASSERT_COMPILE_FAILS(chain, NULL, 0, "grid_expr_too_deep");
+    } else {
+      ASSERT_EVAL(chain, NULL, 0, v, 1, 3);
+      fl_error err;
+      fl_grid_program *p = NULL;
+      int64_t out = 0;
+      ASSERT_OK(fl_grid_program_compile(chain, NULL, 0, &p, &err), &err);
+      fl_status st = fl__grid_program_substitute(p, 0, 150, &err);
+      if (st == FL_OK) st = fl_grid_program_eval(p, NULL, 0, &out, &err);
+      bool constant = fl_grid_program_is_constant(p);
+      fl_grid_program_free(p);
+      ASSERT_OK(st, &err);
+      ASSERT_TRUE(constant);
+      ASSERT_EQ(out, 150);
+    }
+    free(chain);
+  }
   /* -INT64_MIN is an overflow even inside a pair of negations. */
   int64_t m[1] = {INT64_MIN};
   ASSERT_EVAL_FAILS("--$0", m, 1, "grid_overflow");
@@ -318,6 +489,29 @@ static void eval_errors(void) {
   /* The first failure in evaluation order is the one reported. */
   ASSERT_EVAL_FAILS("($0 << $1) + (1 // ($1 + 1))", v, 2, "grid_negative_shift");
   ASSERT_EVAL_FAILS("(1 // ($1 + 1)) + ($0 << $1)", v, 2, "grid_div_by_zero");
+
+  /* A failing constant in a branch that may run is raised only when it does, after whatever runs
+   * before it. */
+  v[0] = 1, v[1] = 0;
+  ASSERT_EVAL("1 // 0 if $1 else 5", NULL, 0, v, 2, 5);
+  ASSERT_EVAL_FAILS("5 if $1 else 1 << -1", v, 2, "grid_negative_shift");
+  ASSERT_EVAL_FAILS("5 if $1 else $0 + (9223372036854775807 + 1)", v, 2, "grid_overflow");
+  ASSERT_EVAL_FAILS("5 if $1 else $0 // $1", v, 2, "grid_div_by_zero");
+  ASSERT_EVAL_FAILS("min(($0 << $1) + 1 // 0, $2) if $0 else 0", v, 2, "grid_div_by_zero");
+  v[1] = 1;
+  ASSERT_EVAL_FAILS("1 // 0 if $1 else 5", v, 2, "grid_div_by_zero");
+  ASSERT_EVAL("5 if $1 else 1 << -1", NULL, 0, v, 2, 5);
+  v[1] = -1;
+  ASSERT_EVAL_FAILS("min(($0 << $1) + 1 // 0, $2) if $0 else 0", v, 2, "grid_negative_shift");
+  /* The condition is evaluated first, and its errors are raised whatever the branches hold. */
+  ASSERT_EVAL_FAILS("1 // 0 if $0 // ($1 + 1) else 1 << -1", v, 2, "grid_div_by_zero");
+  /* Conditionals leave exactly one value on the stack, whichever branch runs. */
+  for (int64_t a = 0; a < 2; a++)
+    for (int64_t c = 0; c < 2; c++) {
+      int64_t w[2] = {a, c};
+      ASSERT_EVAL("(10 if $0 else 20 + $1) + (3 if $1 else $0 * 4) * (100 if $0 == $1 else 1000)", NULL, 0, w, 2,
+                  (a ? 10 : 20 + c) + (c ? 3 : a * 4) * (a == c ? 100 : 1000));
+    }
 
   ASSERT_EVAL_FAILS("$0 + $3", v, 2, "grid_var_missing:3");
   ASSERT_EVAL_FAILS("$5 + $3 + $0", v, 2, "grid_var_missing:3");
@@ -386,10 +580,14 @@ static void substitute_and_introspection(void) {
       {"-ynumel + xnumel", 1, INT64_MIN, "grid_expr_const_overflow", 4},
       {"(1 << ynumel) + xnumel", 1, -1, "grid_expr_const_negative_shift", 15},
       {"xnumel * (ynumel << 62)", 1, 2, "grid_expr_const_overflow", INT64_MIN},
+      /* A condition that becomes constant chooses a branch that always fails, or fails itself. */
+      {"xnumel if ynumel else 1 // 0", 1, 0, "grid_expr_const_div_by_zero", 7},
+      {"xnumel + (1 << -1 if ynumel - 3 else 2)", 1, 4, "grid_expr_const_negative_shift", 9},
+      {"2 if 1 // ynumel else xnumel", 1, 0, "grid_expr_const_div_by_zero", 7},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int64_t vars[2] = {7, 3};
-    if (i == 5) vars[0] = -2, vars[1] = 1;
+    if (strcmp(bad[i].expr, "xnumel * (ynumel << 62)") == 0) vars[0] = -2, vars[1] = 1;
     ASSERT_OK(fl_grid_program_compile(bad[i].expr, names, 4, &p, &err), &err);
     int st = fl__grid_program_substitute(p, bad[i].var, bad[i].value, &err);
     if (st != FL_BAD_GRID_PROGRAM || strcmp(err.reason, bad[i].reason) != 0 || !err.stable) {
@@ -403,6 +601,38 @@ static void substitute_and_introspection(void) {
     ASSERT_TRUE(uses);
     ASSERT_OK(st, &err);
     ASSERT_EQ(out, bad[i].before);
+  }
+  /* Substitution re-folds conditionals: a constant condition keeps the chosen branch only. */
+  static const struct {
+    const char *expr;
+    size_t var;
+    int64_t value;
+    size_t nvars_after; /* 0: constant */
+    int64_t x, expected;
+  } conds[] = {
+      {"0 if ynumel == 0 else xnumel // ynumel", 1, 0, 0, 7, 0},
+      {"0 if ynumel == 0 else xnumel // ynumel", 1, 3, 1, 7, 2},
+      {"1 // 0 if ynumel else xnumel", 1, 0, 1, 7, 7},
+      {"YBLOCK if xnumel else ynumel if XBLOCK else 5", 0, 0, 3, 0, 5},
+      {"(YBLOCK if ynumel else 4) + (1 if xnumel > 3 else 2)", 1, 0, 1, 7, 5},
+      {"(YBLOCK if ynumel else 4) + (1 if xnumel > 3 else 2)", 0, 1, 4, 0, 6},
+      /* A branch that always fails after running part of itself is replayed whole, whatever the
+       * substitution makes of the part before the failure. */
+      {"xnumel if ynumel == 0 else XBLOCK - (YBLOCK + (1 << -1)) * xnumel", 0, 5, 4, 0, 5},
+      {"YBLOCK if ynumel == 0 else (1 << xnumel) - (YBLOCK + (1 << -1))", 0, -1, 4, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof conds / sizeof conds[0]; i++) {
+    int64_t vars[4] = {conds[i].x, 0, 0, 0};
+    ASSERT_OK(fl_grid_program_compile(conds[i].expr, names, 4, &p, &err), &err);
+    fl_status st = fl__grid_program_substitute(p, conds[i].var, conds[i].value, &err);
+    size_t nv = fl_grid_program_nvars(p);
+    bool constant = fl_grid_program_is_constant(p);
+    if (st == FL_OK) st = fl_grid_program_eval(p, vars, 4, &out, &err);
+    fl_grid_program_free(p);
+    ASSERT_OK(st, &err);
+    ASSERT_EQ(nv, conds[i].nvars_after);
+    ASSERT_TRUE(constant == (conds[i].nvars_after == 0));
+    ASSERT_EQ(out, conds[i].expected);
   }
   ASSERT_FAILS(fl__grid_program_substitute(NULL, 0, 1, &err), &err, FL_BAD_GRID_PROGRAM, "grid_program_null");
   ASSERT_TRUE(!fl_grid_program_is_constant(NULL));
@@ -449,10 +679,14 @@ static const char *const eval_reasons[] = {"", "grid_div_by_zero", "grid_overflo
 static const char *const const_reasons[] = {"", "grid_expr_const_div_by_zero", "grid_expr_const_overflow",
                                             "grid_expr_const_negative_shift"};
 
-enum { N_LIT, N_VAR, N_NEG, N_POS, N_BIN, N_MIN, N_MAX, N_CDIV };
-enum { B_ADD, B_SUB, B_MUL, B_FLOORDIV, B_MOD, B_SHL, B_SHR, B_COUNT };
-static const char *const bin_text[] = {"+", "-", "*", "//", "%", "<<", ">>"};
-static const int bin_level[] = {2, 2, 3, 3, 3, 1, 1};
+/* N_COND's kids are the condition, the value when true and the value when false. */
+enum { N_LIT, N_VAR, N_NEG, N_POS, N_BIN, N_MIN, N_MAX, N_CDIV, N_COND };
+enum { B_ADD, B_SUB, B_MUL, B_FLOORDIV, B_MOD, B_SHL, B_SHR, B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE, B_COUNT };
+#define B_FIRST_CMP B_EQ
+static const char *const bin_text[] = {"+", "-", "*", "//", "%", "<<", ">>", "==", "!=", "<", "<=", ">", ">="};
+/* Python's binding strength: conditional 0, comparisons 1, shifts 2, + - 3, * // % 4, unary 5,
+ * atoms 6. */
+static const int bin_level[] = {3, 3, 4, 4, 4, 2, 2, 1, 1, 1, 1, 1, 1};
 
 #define MAX_NODES 6000
 #define TEXT_MAX (MAX_NODES * 64)
@@ -519,12 +753,24 @@ static res ref_binary(int op, int64_t a, int64_t b) {
       if (b < 0) return (res){R_SHIFT, 0};
       if (b >= 64) return (res){R_OK, a < 0 ? -1 : 0};
       return fit(floordiv128(a, (i128)1 << b));
+    case B_EQ: return (res){R_OK, a == b};
+    case B_NE: return (res){R_OK, a != b};
+    case B_LT: return (res){R_OK, a < b};
+    case B_LE: return (res){R_OK, a <= b};
+    case B_GT: return (res){R_OK, a > b};
+    case B_GE: return (res){R_OK, a >= b};
   }
   return (res){-1, 0};
 }
 
 static res ref_eval(const tree *t, int i, const int64_t *vars) {
   const node *nd = &t->n[i];
+  if (nd->kind == N_COND) {
+    /* Python evaluates the condition, then only the branch it chooses. */
+    res c = ref_eval(t, nd->kids[0], vars);
+    if (c.err) return c;
+    return ref_eval(t, nd->kids[c.v ? 1 : 2], vars);
+  }
   res k[MAX_KIDS];
   for (int c = 0; c < nd->nkids; c++) {
     k[c] = ref_eval(t, nd->kids[c], vars);
@@ -550,6 +796,38 @@ static res ref_eval(const tree *t, int i, const int64_t *vars) {
   return (res){-1, 0};
 }
 
+/* What a compiler that folds constants must make of a subtree, written from Python's rules rather
+ * than from the compiler's: `vars`, the variables whose reads can still run (a bit each), and
+ * `err`, the error of the first constant subexpression, in evaluation order, that always fails and
+ * always runs when the subtree does. Such a failure ends the subtree, so nothing after it runs; a
+ * condition without variables chooses its branch at compile time, and the branches of any other
+ * condition may or may not run, so their failures are not certain. Without variables the subtree
+ * is a constant: its err is its evaluation's. At the root, err is the compile error. */
+typedef struct stat {
+  unsigned vars;
+  int err;
+} stat;
+
+static stat analyze(const tree *t, int i) {
+  const node *nd = &t->n[i];
+  if (nd->kind == N_VAR) return (stat){1u << nd->value, R_OK};
+  if (nd->kind == N_COND) {
+    stat c = analyze(t, nd->kids[0]);
+    if (c.err) return c;
+    if (!c.vars) return analyze(t, nd->kids[ref_eval(t, nd->kids[0], NULL).v ? 1 : 2]);
+    stat a = analyze(t, nd->kids[1]), b = analyze(t, nd->kids[2]);
+    return (stat){c.vars | a.vars | b.vars, R_OK};
+  }
+  stat s = {0, R_OK};
+  for (int c = 0; c < nd->nkids; c++) {
+    stat k = analyze(t, nd->kids[c]);
+    s.vars |= k.vars;
+    if (k.err) return (stat){s.vars, k.err};
+  }
+  if (!s.vars) s.err = ref_eval(t, i, NULL).err;
+  return s;
+}
+
 static bool has_var(const tree *t, int i) {
   if (t->n[i].kind == N_VAR) return true;
   for (int c = 0; c < t->n[i].nkids; c++)
@@ -557,24 +835,19 @@ static bool has_var(const tree *t, int i) {
   return false;
 }
 
-static int max_var(const tree *t, int i) {
-  int m = t->n[i].kind == N_VAR ? (int)t->n[i].value : -1;
-  for (int c = 0; c < t->n[i].nkids; c++) {
-    int k = max_var(t, t->n[i].kids[c]);
-    if (k > m) m = k;
-  }
-  return m;
+/* A constant subtree that always fails, anywhere: compiled programs that hold one show that the
+ * compiler refuses only the failures that always run. */
+static bool has_failing_constant(const tree *t) {
+  for (int i = 0; i < t->count; i++)
+    if (!has_var(t, i) && ref_eval(t, i, NULL).err) return true;
+  return false;
 }
 
-/* The error a compiler that folds constant subtrees must report: the first maximal constant
- * subtree, left to right, whose evaluation fails. */
-static int const_error(const tree *t, int i) {
-  if (!has_var(t, i)) return ref_eval(t, i, NULL).err;
-  for (int c = 0; c < t->n[i].nkids; c++) {
-    int e = const_error(t, t->n[i].kids[c]);
-    if (e) return e;
-  }
-  return R_OK;
+static int max_var(unsigned vars) {
+  int m = -1;
+  for (int v = 0; v < 32; v++)
+    if (vars & (1u << v)) m = v;
+  return m;
 }
 
 static int64_t random_value(void) {
@@ -622,7 +895,9 @@ static int gen(tree *t, int depth, bool vars) {
   int kids;
   if (r < 8) nd->kind = N_NEG, kids = 1;
   else if (r < 12) nd->kind = N_POS, kids = 1;
-  else if (r < 80) nd->kind = N_BIN, nd->op = rint_(B_COUNT), kids = 2;
+  else if (r < 62) nd->kind = N_BIN, nd->op = rint_(B_FIRST_CMP), kids = 2;
+  else if (r < 70) nd->kind = N_BIN, nd->op = B_FIRST_CMP + rint_(B_COUNT - B_FIRST_CMP), kids = 2;
+  else if (r < 80) nd->kind = N_COND, kids = 3;
   else if (r < 90) nd->kind = rint_(2) ? N_MIN : N_MAX, kids = 1 + rint_(MAX_KIDS);
   else nd->kind = N_CDIV, nd->style = rint_(2), kids = 2;
   for (int c = 0; c < kids; c++) {
@@ -650,15 +925,16 @@ static void space(text *x) {
   if (rint_(4) == 0) put(x, rint_(4) ? " " : "  ");
 }
 
-/* Python's binding strength of a node as written: shifts 1, + - 2, * // % 3, unary 4, atoms 5. */
+/* Python's binding strength of a node as written (see bin_level). */
 static int level(const tree *t, int i) {
   const node *nd = &t->n[i];
   switch (nd->kind) {
-    case N_LIT: return nd->value < 0 ? 4 : 5;
+    case N_LIT: return nd->value < 0 ? 5 : 6;
     case N_NEG:
-    case N_POS: return 4;
+    case N_POS: return 5;
     case N_BIN: return bin_level[nd->op];
-    default: return 5;
+    case N_COND: return 0;
+    default: return 6;
   }
 }
 
@@ -689,17 +965,27 @@ static void render(const tree *t, int i, text *x) {
     case N_POS:
       put(x, nd->kind == N_NEG ? "-" : "+");
       space(x);
-      render_child(t, nd->kids[0], x, level(t, nd->kids[0]) < 4);
+      render_child(t, nd->kids[0], x, level(t, nd->kids[0]) < 5);
       break;
     case N_BIN: {
+      /* Comparisons do not chain (a < b < c is refused), so each side of one binds tighter. */
       int lv = bin_level[nd->op];
-      render_child(t, nd->kids[0], x, level(t, nd->kids[0]) < lv);
+      render_child(t, nd->kids[0], x, level(t, nd->kids[0]) < lv + (lv == 1));
       space(x);
       put(x, bin_text[nd->op]);
       space(x);
       render_child(t, nd->kids[1], x, level(t, nd->kids[1]) <= lv);
       break;
     }
+    case N_COND:
+      /* `A if C else B`: A and C are comparisons at most, B may be another conditional. The
+       * keywords always get spaces, so that a name never runs into them. */
+      render_child(t, nd->kids[1], x, level(t, nd->kids[1]) < 1);
+      put(x, " if "), space(x);
+      render_child(t, nd->kids[0], x, level(t, nd->kids[0]) < 1);
+      put(x, " else "), space(x);
+      render_child(t, nd->kids[2], x, false);
+      break;
     default:
       put(x, nd->kind == N_MIN ? "min(" : nd->kind == N_MAX ? "max(" : nd->style ? "ceildiv(" : "cdiv(");
       for (int c = 0; c < nd->nkids; c++) {
@@ -746,7 +1032,8 @@ static void random_against_reference(void) {
   uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 20240611;
   rng_state = seed;
   int nexpr = 100000, ninputs = 8;
-  long counts[4] = {0}, evals_ok = 0, evals_err = 0, const_errs = 0, substitutions = 0;
+  long counts[4] = {0}, evals_ok = 0, evals_err = 0, const_errs = 0, substitutions = 0, conditionals = 0,
+       kept_failing = 0;
   static tree t, t2;
   for (int e = 0; e < nexpr; e++) {
     t.count = 0;
@@ -766,7 +1053,8 @@ static void random_against_reference(void) {
     fl_error err;
     fl_grid_program *p = NULL;
     int st = fl_grid_program_compile(x.s, var_names, 4, &p, &err);
-    int want = const_error(&t, 0);
+    stat an = analyze(&t, 0);
+    int want = an.err;
     if (!check_compile(want, st, &err, x.s)) {
       fl_grid_program_free(p);
       FL_FAIL_AT("seed %" PRIu64 ", expression %d", seed, e);
@@ -779,17 +1067,15 @@ static void random_against_reference(void) {
     for (int k = 0; k < ninputs; k++)
       for (int v = 0; v < NVARS; v++) inputs[k][v] = random_value();
     bool ok = check_evals(&t, p, x.s, inputs, ninputs);
-    ok = ok && fl_grid_program_is_constant(p) == !has_var(&t, 0);
-    ok = ok && fl_grid_program_nvars(p) == (size_t)(max_var(&t, 0) + 1);
-    for (int v = 0; ok && v < NVARS; v++) {
-      bool used = false;
-      for (int i = 0; i < t.count; i++) used = used || (t.n[i].kind == N_VAR && t.n[i].value == v);
-      ok = fl__grid_program_uses_var(p, (size_t)v) == used;
-    }
+    ok = ok && fl_grid_program_is_constant(p) == !an.vars;
+    ok = ok && fl_grid_program_nvars(p) == (size_t)(max_var(an.vars) + 1);
+    for (int v = 0; ok && v < NVARS; v++) ok = fl__grid_program_uses_var(p, (size_t)v) == !!(an.vars & (1u << v));
     if (!ok) {
       fl_grid_program_free(p);
       FL_FAIL_AT("seed %" PRIu64 ", expression %d: %s", seed, e, x.s);
     }
+    for (int i = 0; i < t.count; i++) conditionals += t.n[i].kind == N_COND;
+    kept_failing += has_failing_constant(&t);
     for (int k = 0; k < ninputs; k++) {
       res r = ref_eval(&t, 0, inputs[k]);
       counts[r.err]++;
@@ -798,7 +1084,7 @@ static void random_against_reference(void) {
     }
 
     /* Substitution: the same tree with one variable turned into a literal is the reference. */
-    if (has_var(&t, 0) && rint_(2)) {
+    if (an.vars && rint_(2)) {
       int var = 0;
       for (int tries = 0; tries < 8; tries++) {
         var = rint_(NVARS);
@@ -813,15 +1099,17 @@ static void random_against_reference(void) {
       st = fl__grid_program_substitute(p, (size_t)var, value, &err);
       static char what[4200];
       snprintf(what, sizeof what, "%.4100s with $%d = %" PRId64, x.s, var, value);
-      int want2 = const_error(&t2, 0);
+      stat an2 = analyze(&t2, 0);
+      int want2 = an2.err;
       if (!check_compile(want2, st, &err, what)) {
         fl_grid_program_free(p);
         FL_FAIL_AT("seed %" PRIu64 ", expression %d (substitute)", seed, e);
       }
       /* A refused substitution leaves the program as it was. */
       const tree *ref = want2 ? &t : &t2;
-      ok = check_evals(ref, p, what, inputs, ninputs) && fl_grid_program_is_constant(p) == !has_var(ref, 0) &&
-           fl_grid_program_nvars(p) == (size_t)(max_var(ref, 0) + 1);
+      unsigned ref_vars = want2 ? an.vars : an2.vars;
+      ok = check_evals(ref, p, what, inputs, ninputs) && fl_grid_program_is_constant(p) == !ref_vars &&
+           fl_grid_program_nvars(p) == (size_t)(max_var(ref_vars) + 1);
       if (!ok) {
         fl_grid_program_free(p);
         FL_FAIL_AT("seed %" PRIu64 ", expression %d (substitute)", seed, e);
@@ -830,13 +1118,15 @@ static void random_against_reference(void) {
     fl_grid_program_free(p);
   }
   printf("     %d expressions (seed %" PRIu64 "): %ld const errors at compile, %ld evals ok, %ld eval errors "
-         "(div0 %ld, overflow %ld, shift %ld), %ld substitutions\n",
+         "(div0 %ld, overflow %ld, shift %ld), %ld substitutions; %ld conditionals, %ld compiled with a failing "
+         "constant that may not run\n",
          nexpr, seed, const_errs, evals_ok, evals_err, counts[R_DIV0], counts[R_OVF], counts[R_SHIFT],
-         substitutions);
+         substitutions, conditionals, kept_failing);
   /* The generator must reach every outcome, or the comparison proves little. */
   ASSERT_TRUE(const_errs > 1000);
   ASSERT_TRUE(evals_ok > 50000);
   ASSERT_TRUE(counts[R_DIV0] > 100 && counts[R_OVF] > 100 && counts[R_SHIFT] > 100);
+  ASSERT_TRUE(conditionals > 10000 && kept_failing > 1000);
 }
 
 static double now_ns(void) {
@@ -872,4 +1162,28 @@ static void eval_timing(void) {
     ASSERT_EQ(sum, expect * 5);
     printf("     ceil-div eval (%s): %.1f ns\n", form ? "XBLOCK folded" : "two variables", best);
   }
+  /* Inductor's y split for grids past 65535 in y: a comparison, a conditional and six divisions. */
+  const char *ysplit = "(0 if (-((-((ynumel) // -(32))) // -(65535))) == 0 else -(((-((ynumel) // -(32)))) // "
+                       "-((-((-((ynumel) // -(32))) // -(65535))))))";
+  ASSERT_OK(fl_grid_program_compile(ysplit, (const char *const[]){"ynumel"}, 1, &p, &err), &err);
+  int64_t var = 0, sum = 0, out = 0, expect = 0;
+  const int n = 1000000;
+  double best = 1e30;
+  for (int rep = 0; rep < 5; rep++) {
+    double t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+      var = (int64_t)i * 4099;
+      if (fl_grid_program_eval(p, &var, 1, &out, &err) != FL_OK) break;
+      sum += out;
+    }
+    double dt = (now_ns() - t0) / n;
+    if (dt < best) best = dt;
+  }
+  fl_grid_program_free(p);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t y = (i * 4099 + 31) / 32, z = (y + 65534) / 65535;
+    expect += z ? (y + z - 1) / z : 0;
+  }
+  ASSERT_EQ(sum, expect * 5);
+  printf("     y-split eval: %.1f ns\n", best);
 }
