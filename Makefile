@@ -6,7 +6,7 @@ BUILD := build/release
 ASAN := build/sanitize
 # torch is pinned to the CPU build that pip finds on this kind of machine; triton compiles kernels
 # for a GPU target without a GPU.
-PY_DEPS := meson meson-python ninja pytest numpy torch==2.13.0 triton
+PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.13.0 triton
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
 .PHONY: all test bench bench-quick ctest ctest-sanitize pytest clean
@@ -43,9 +43,12 @@ pytest: $(VENV)/.installed
 
 test: ctest ctest-sanitize pytest
 
+# The main job: the C benchmark of a planned launch against deriving the layout per call, then
+# every launch path from Python side by side, on the host backend and on the null backend.
 bench: $(VENV)/.installed $(BUILD)/build.ninja
-	$(VENV)/bin/meson compile -C $(BUILD)
-	$(VPY) -m fastlaunch bench
+	$(VENV)/bin/meson compile -C $(BUILD) >/dev/null
+	$(BUILD)/bench/bench_launch
+	$(VPY) -m fastlaunch bench --backend host --backend null
 
 bench-quick: $(VENV)/.installed $(BUILD)/build.ninja
 	$(VPY) -m fastlaunch bench --quick

@@ -47,13 +47,22 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
   EntryObject *self = (EntryObject *)callable;
   fl_ext_state *st = self->state;
   size_t nargs = PyVectorcall_NARGS(nargsf);
-  /* 1. Flags such as the profiler's: while one is set, the stock path records what it must. */
+  /* 1. Flags such as the profiler's: while one is set, the stock path records what it must. A flag
+   * on a module is read straight from the module's dict (the common case: the profiler's flag). */
   for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(self->flags); f++) {
     PyObject *spec = PyTuple_GET_ITEM(self->flags, f);
-    PyObject *value = PyObject_GetAttr(PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1));
-    if (!value) return NULL;
-    int on = PyObject_IsTrue(value);
-    Py_DECREF(value);
+    PyObject *owner = PyTuple_GET_ITEM(spec, 0), *name = PyTuple_GET_ITEM(spec, 1);
+    int on;
+    if (PyModule_CheckExact(owner)) {
+      PyObject *value = PyDict_GetItemWithError(PyModule_GetDict(owner), name); /* borrowed */
+      if (!value && PyErr_Occurred()) return NULL;
+      on = value ? (value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value)) : 0;
+    } else {
+      PyObject *value = PyObject_GetAttr(owner, name);
+      if (!value) return NULL;
+      on = PyObject_IsTrue(value);
+      Py_DECREF(value);
+    }
     if (on < 0) return NULL;
     if (on) return fallback(self, PyUnicode_AsUTF8(PyTuple_GET_ITEM(spec, 2)), false, args, nargs, kwnames);
   }
@@ -62,16 +71,21 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *list = PyTuple_GET_ITEM(self->hook_lists, h);
     if (PyList_GET_SIZE(list) > 0) return fallback(self, "launch_hooks", false, args, nargs, kwnames);
   }
-  /* 3. The autotuner still has exactly the launcher the plan was built from. */
+  /* 3. The autotuner still has exactly the launcher the plan was built from. The launchers live in
+   * the instance dict; reading it there skips the type's attribute machinery. */
   if (self->autotuner != Py_None) {
-    PyObject *launchers = PyObject_GetAttr(self->autotuner, self->launcher_attr);
+    PyObject *dict = PyObject_GenericGetDict(self->autotuner, NULL);
+    PyObject *launchers = NULL;
+    if (dict) {
+      launchers = PyDict_GetItemWithError(dict, self->launcher_attr); /* borrowed */
+      Py_DECREF(dict);
+    }
     if (!launchers) {
       PyErr_Clear();
       return fallback(self, "launcher_changed", false, args, nargs, kwnames);
     }
     int same = PyList_Check(launchers) && PyList_GET_SIZE(launchers) == 1 &&
                PyList_GET_ITEM(launchers, 0) == self->launcher;
-    Py_DECREF(launchers);
     if (!same) return fallback(self, "launcher_changed", false, args, nargs, kwnames);
   }
   /* 4. Keywords: only stream=. */

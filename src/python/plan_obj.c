@@ -233,6 +233,89 @@ static PyObject *plan_vectorcall(PyObject *callable, PyObject *const *args, size
   Py_RETURN_NONE;
 }
 
+/* ---- the floor: extraction only ---- */
+
+/* Floor(kinds): a callable that extracts its arguments exactly as a launch does and stops there;
+ * the least any Python-driven launch can cost, for benchmarks. */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  fl_ext_state *state;
+  size_t n;
+  fl_kind kinds[];
+} FloorObject;
+
+static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  FloorObject *self = (FloorObject *)callable;
+  size_t nargs = PyVectorcall_NARGS(nargsf);
+  fl_value values[STACK_VALUES];
+  fl_error err;
+  if (nargs != self->n || nargs > STACK_VALUES)
+    return fl_ext_raise_reason(self->state, true, "args_size_mismatch:%zu:%zu", nargs, self->n);
+  uint64_t stream = 0;
+  if (kwnames) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
+      PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+      if (key != self->state->str_stream && PyUnicode_Compare(key, self->state->str_stream) != 0) {
+        PyErr_Format(PyExc_TypeError, "Floor() got an unexpected keyword argument %R", key);
+        return NULL;
+      }
+      if (fl_ext_parse_stream(self->state, args[nargs + (size_t)k], &stream) < 0) return NULL;
+    }
+  }
+  for (size_t i = 0; i < nargs; i++)
+    if (extract(self->state, self->kinds[i], args[i], i, &values[i], &err) < 0) return fl_ext_raise(self->state, &err);
+  (void)stream;
+  Py_RETURN_NONE;
+}
+
+static PyObject *floor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"kinds", NULL};
+  PyObject *kinds_obj;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Floor", kwlist, &kinds_obj)) return NULL;
+  fl_ext_state *st = fl_ext_state_from_type(type);
+  fl_kind *kinds;
+  size_t n;
+  if (!st || fl_ext_parse_kinds(st, kinds_obj, &kinds, &n) < 0) return NULL;
+  FloorObject *self = (FloorObject *)type->tp_alloc(type, (Py_ssize_t)n);
+  if (self) {
+    self->vectorcall = floor_vectorcall;
+    self->state = st;
+    self->n = n;
+    memcpy(self->kinds, kinds, n * sizeof *kinds);
+  }
+  PyMem_Free(kinds);
+  return (PyObject *)self;
+}
+
+static void floor_dealloc(FloorObject *self) {
+  PyTypeObject *tp = Py_TYPE(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef floor_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FloorObject, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot floor_slots[] = {
+    {Py_tp_new, floor_new},
+    {Py_tp_dealloc, floor_dealloc},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, floor_members},
+    {Py_tp_doc, "Floor(kinds): extracts its arguments like a launch and submits nothing (benchmark floor)."},
+    {0, NULL},
+};
+
+static PyType_Spec floor_spec = {
+    .name = "fastlaunch._C.Floor",
+    .basicsize = sizeof(FloorObject),
+    .itemsize = sizeof(fl_kind),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = floor_slots,
+};
+
 /* ---- construction ---- */
 
 static int parse_values(PyObject *seq, fl_value **out, size_t *n) {
@@ -603,5 +686,10 @@ static PyType_Spec plan_spec = {
 int fl_ext_add_plan_type(PyObject *module, fl_ext_state *st) {
   st->plan_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &plan_spec, NULL);
   if (!st->plan_type) return -1;
-  return PyModule_AddType(module, st->plan_type);
+  if (PyModule_AddType(module, st->plan_type) < 0) return -1;
+  PyTypeObject *floor = (PyTypeObject *)PyType_FromModuleAndSpec(module, &floor_spec, NULL);
+  if (!floor) return -1;
+  int r = PyModule_AddType(module, floor);
+  Py_DECREF(floor);
+  return r;
 }

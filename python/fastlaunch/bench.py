@@ -1,0 +1,355 @@
+"""The main job: what one launch costs through each path, side by side, in one run.
+
+Modes (each submitting to the same backend):
+  floor              a C function that only extracts the arguments (the least any launch from
+                     Python can cost); it submits nothing
+  stock              the stock path: Inductor's own CachingAutotuner.run (when torch is installed;
+                     otherwise the same shapes in plain Python) with a launcher generated the way
+                     Inductor generates them (grid computed in Python) whose runner binds the args
+                     as Triton's launcher does (hooks, data_ptr() per tensor) and submits
+  seed               the seed's layering: a Python finalized object whose __call__ makes the seed's
+                     checks and calls a Python planned-launch object, which calls the C plan
+  fastlaunch         the finalized C entry in the call slot, static grid
+  fastlaunch-dyngrid the same with a grid program evaluated in C
+Times are medians of repeats of a C loop of calls (so no mode pays Python's loop overhead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+from fastlaunch import _C
+from fastlaunch._C import FastLaunchError, Floor, Plan
+import fastlaunch.host as host
+from fastlaunch.bind import bind
+
+try:
+    import torch
+except ImportError:  # the plain-Python shapes stand in
+    torch = None
+
+CASES = [
+    ("2 tensors + 1 int", 2, 1),
+    ("4 tensors + 2 ints", 4, 2),
+    ("19 args", 12, 7),
+    ("64 args", 40, 24),
+]
+MODES = ["floor", "stock", "seed", "fastlaunch", "fastlaunch-dyngrid"]
+NOOP = "void noop(const void *args, const fl_host_program *p) { (void)args; (void)p; }\n"
+
+
+# ---- the seed's layering, rebuilt in Python for comparison (its behaviour, not its code) ----
+class SeedPlannedLaunch:
+    """The seed's planned-launch object: Python checks, then the C entry with the packed plan."""
+
+    def __init__(self, plan, launcher, nargs):
+        self.plan = plan
+        self.launcher = launcher
+        self.nargs = nargs
+
+    def __call__(self, args, stream=None):
+        if len(args) != self.nargs:
+            raise FastLaunchError(f"args_size_mismatch:{len(args)}:{self.nargs}", backend_submitted=False, stable=True)
+        if stream is None:
+            raise FastLaunchError("stream_is_none", backend_submitted=False)
+        try:
+            self.plan(*args, stream=stream)
+        except FastLaunchError as exc:
+            # The seed treats anything raised inside its C++ entry as submitted.
+            raise FastLaunchError(f"backend_error:{exc.reason}", backend_submitted=True) from exc
+
+
+class SeedFinalized:
+    """The seed's finalized call-slot object: its per-call checks in Python, then the direct call."""
+
+    def __init__(self, autotuner, direct, hook_lists, profiler):
+        self.autotuner = autotuner
+        self.direct = direct
+        self.hook_lists = hook_lists
+        self.profiler = profiler
+
+    def __call__(self, *args, stream=None, benchmark_run=False, **kwargs):
+        if benchmark_run or kwargs or (self.profiler is not None and getattr(*self.profiler)):
+            return self.autotuner.run(*args, stream=stream, benchmark_run=benchmark_run, **kwargs)
+        launchers = self.autotuner.launchers
+        if len(launchers) != 1 or launchers[0] is not self.direct.launcher:
+            return self.autotuner.run(*args, stream=stream)
+        if any(self.hook_lists):
+            return self.direct.launcher(*args, stream=stream)
+        return self.direct(args, stream=stream)
+
+
+# ---- building one case ----
+def _profiler_flag():
+    if torch is None:
+        return None
+    import torch.autograd.profiler as prof
+
+    return (prof, "_is_profiler_enabled")
+
+
+class _Adapter(host.HostAdapter):
+    def profiler_flag(self):
+        return _profiler_flag()
+
+
+def _inductor_autotuner(launcher, name):
+    """Inductor's real CachingAutotuner around our launcher, built the way Inductor builds it
+    (device properties, one config) with the launcher list set, as precompile would leave it."""
+    import triton
+    from torch._inductor.runtime.hints import DeviceProperties, HeuristicType
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    def fn():
+        pass
+
+    fn.__name__ = name
+    dev = DeviceProperties(type="cuda", index=0, multi_processor_count=1, cc=90, major=9,
+                           max_threads_per_block=1024, warp_size=32)
+    cfg = triton.Config({"XBLOCK": 128}, num_warps=4, num_stages=1)
+    at = CachingAutotuner(fn, triton_meta={"signature": {}, "device": dev, "constants": {}, "configs": [{}]},
+                          configs=[cfg], save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
+                          heuristic_type=HeuristicType.POINTWISE, size_hints={"x": 1024},
+                          inductor_meta={"grid_type": "Grid1D", "kernel_name": name})
+    launcher.config = cfg
+    launcher.cache_hash = name
+    launcher.store_cubin = False
+    launcher.n_regs = launcher.n_spills = 0
+    launcher.shared = 0
+    at.launchers = [launcher]
+    return at
+
+
+def _have_inductor():
+    if torch is None:
+        return False
+    try:
+        import triton  # noqa: F401
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+class Case:
+    def __init__(self, name, ntensors, nints, backend, kernel, stream):
+        self.name = name
+        self.backend = backend
+        kinds = ["ptr"] * ntensors + ["i32"] * nints
+        names = [f"in_ptr{i}" for i in range(ntensors)] + ["xnumel"] + [f"ks{i}" for i in range(nints - 1)]
+        if torch is not None:
+            self.tensors = [torch.empty(16) for _ in range(ntensors)]
+            ptr_args = self.tensors
+        else:
+            self.tensors = [bytearray(64) for _ in range(ntensors)]
+            import ctypes
+            ptr_args = [ctypes.addressof((ctypes.c_char * 64).from_buffer(t)) for t in self.tensors]
+        self.args = tuple(ptr_args) + (100,) + tuple(range(1, nints))
+        self.kwargs = {"stream": stream}
+        sig = kinds + ["i32"]  # XBLOCK, fixed per launcher (Inductor passes it as a literal)
+        static_grid = ("1", "1", "1")
+        dyn_grid = ("-((xnumel) // -(XBLOCK))", "1", "1")
+        use_inductor = _have_inductor()
+        self.stock_kind = "Inductor CachingAutotuner.run" if use_inductor else "plain-Python autotuner"
+
+        def site(grid, tag):
+            launcher = host.make_launcher(kernel, sig, def_args=names, grid=grid, constants={"XBLOCK": 128},
+                                          backend=backend, name=f"{tag}")
+            at = _inductor_autotuner(launcher, tag) if use_inductor else host.Autotuner([launcher], name=tag)
+            return at, launcher
+
+        self.floor = Floor(kinds)
+        self.stock, _ = site(static_grid, "stock")
+        # fastlaunch: bound, warmed through the stock path, promoted: the C entry is in the slot.
+        self.fast, _ = site(static_grid, "fast")
+        bind(self.fast, _Adapter(), site=f"bench:{name}:static")
+        self.dyn, _ = site(dyn_grid, "dyn")
+        bind(self.dyn, _Adapter(), site=f"bench:{name}:dyngrid")
+        for at in (self.stock, self.fast, self.dyn):
+            at.run(*self.args, **self.kwargs)
+            at.run(*self.args, **self.kwargs)
+        assert type(vars(self.fast)["run"]).__name__ == "FinalizedLaunch", "fastlaunch did not promote"
+        assert vars(self.fast)["run"].plan.grid_mode == "static"
+        assert vars(self.dyn)["run"].plan.grid_mode == "program"
+        # seed: its finalized object around a plan of the same kernel with a static grid.
+        seed_at, seed_launcher = site(static_grid, "seed")
+        seed_at.run(*self.args, **self.kwargs)
+        plan = Plan(kernel, sig, backend=backend, fixed_args=[128], grid=(1, 1, 1), owner=seed_launcher)
+        hooks = (host.hooks.launch_enter_hook.calls, host.hooks.launch_exit_hook.calls)
+        self.seed = SeedFinalized(seed_at, SeedPlannedLaunch(plan, seed_launcher, len(kinds)), hooks,
+                                  _profiler_flag())
+
+    def callable(self, mode):
+        return {
+            "floor": self.floor,
+            "stock": self.stock.run,
+            "seed": self.seed,
+            "fastlaunch": self.fast.run,
+            "fastlaunch-dyngrid": self.dyn.run,
+        }[mode]
+
+
+def _measure(fn, args, kwargs, n, sync):
+    ns = _C.bench_loop(fn, args, kwargs, n)
+    sync()
+    return ns / n
+
+
+def run(backends=("host",), quick=False, progress=True):
+    """Measures every case and mode on each backend; returns a list of result dicts."""
+    kernel = host.compile(NOOP, "noop")
+    results = []
+    for backend in backends:
+        stream = host.Stream(backend)
+        sync = stream.synchronize
+        cases = [Case(name, t, i, backend, kernel, stream.handle) for name, t, i in CASES]
+        # The host worker drains a bounded ring: batches stay below its size so the launching
+        # thread never waits for the worker inside a timed loop.
+        if backend == "host":
+            batch, repeats = 200, (15 if quick else 41)
+        else:
+            batch, repeats = 0, (5 if quick else 9)
+        for ci, case in enumerate(cases):
+            if progress:
+                print(f"[{backend}] {case.name} ({ci + 1}/{len(cases)})", file=sys.stderr, flush=True)
+            n = batch
+            if not n:
+                # Calibrate on the slowest mode to about 10 ms (quick) or 25 ms per repeat.
+                t = _measure(case.callable("stock"), case.args, case.kwargs, 2000, sync)
+                n = max(2000, int((0.010 if quick else 0.025) / (t * 1e-9)))
+            samples = {m: [] for m in MODES}
+            for _ in range(repeats):
+                # Modes take turns inside each repeat, so drift hits all of them alike.
+                for m in MODES:
+                    samples[m].append(_measure(case.callable(m), case.args, case.kwargs, n, sync))
+            floor = statistics.median(samples["floor"])
+            fast = statistics.median(samples["fastlaunch"])
+            for m in MODES:
+                med = statistics.median(samples[m])
+                results.append({
+                    "backend": backend, "case": case.name, "mode": m, "ns_median": round(med, 1),
+                    "ns_min": round(min(samples[m]), 1), "repeats": repeats, "iterations": n,
+                    "vs_floor": round(med / floor, 3), "vs_fastlaunch": round(med / fast, 3),
+                    "stock_path": case.stock_kind if m == "stock" else None,
+                })
+        stream.close()
+    return results
+
+
+TARGETS = "null backend targets: fastlaunch <= 1.3x floor; stock >= 5x fastlaunch; seed >= 2x fastlaunch (1.5x at 64 args); dyngrid <= 1.1x static"
+
+
+def table(results, out=sys.stdout):
+    by = {}
+    for r in results:
+        by.setdefault((r["backend"], r["case"]), {})[r["mode"]] = r
+    print(f"{'backend':8} {'case':20} " + " ".join(f"{m:>18}" for m in MODES), file=out)
+    for (backend, case), row in by.items():
+        cells = " ".join(f"{row[m]['ns_median']:>9.1f} ns{'':5}" for m in MODES)
+        print(f"{backend:8} {case:20} {cells}", file=out)
+    print("\nratios (medians):", file=out)
+    print(f"{'backend':8} {'case':20} {'fast/floor':>11} {'stock/fast':>11} {'seed/fast':>10} {'dyn/static':>11}", file=out)
+    for (backend, case), row in by.items():
+        f = row["fastlaunch"]["ns_median"]
+        print(f"{backend:8} {case:20} {f / row['floor']['ns_median']:>10.2f}x {row['stock']['ns_median'] / f:>10.2f}x "
+              f"{row['seed']['ns_median'] / f:>9.2f}x {row['fastlaunch-dyngrid']['ns_median'] / f:>10.2f}x", file=out)
+    stock = next((r["stock_path"] for r in results if r["mode"] == "stock"), None)
+    print(f"\nstock path: {stock}; {TARGETS}", file=out)
+
+
+def write_json(results, path):
+    backends = sorted({r["backend"] for r in results}, key=[r["backend"] for r in results].index)
+    doc = {"backend": ",".join(backends), "results": results,
+           "python": sys.version.split()[0], "torch": getattr(torch, "__version__", None),
+           "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def plot(results, path):
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise SystemExit(f"--plot: matplotlib is not installed ({exc}); pip install matplotlib") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    backends = list(dict.fromkeys(r["backend"] for r in results))
+    cases = list(dict.fromkeys(r["case"] for r in results))
+    fig, axes = plt.subplots(1, len(backends), figsize=(7 * len(backends), 4.8), squeeze=False)
+    colors = {"floor": "#999999", "stock": "#d62728", "seed": "#ff7f0e", "fastlaunch": "#2ca02c",
+              "fastlaunch-dyngrid": "#1f77b4"}
+    width = 0.8 / len(MODES)
+    for ax, backend in zip(axes[0], backends):
+        for mi, m in enumerate(MODES):
+            vals = [next(r["ns_median"] for r in results if r["backend"] == backend and r["case"] == c and r["mode"] == m)
+                    for c in cases]
+            xs = [ci + (mi - (len(MODES) - 1) / 2) * width for ci in range(len(cases))]
+            bars = ax.bar(xs, vals, width, label=m, color=colors[m])
+            if m == "stock":
+                for b, c in zip(bars, cases):
+                    fast = next(r["ns_median"] for r in results
+                                if r["backend"] == backend and r["case"] == c and r["mode"] == "fastlaunch")
+                    ax.annotate(f"{b.get_height() / fast:.1f}x", (b.get_x() + b.get_width() / 2, b.get_height()),
+                                ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(cases)))
+        ax.set_xticklabels(cases, fontsize=9)
+        ax.set_ylabel("ns per launch (median)")
+        ax.set_title(f"{backend} backend: cost per launch (label: stock / fastlaunch)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def instructions(backend="null", cases=None):
+    """Instructions per launch for each mode, counted by callgrind (repeatable on noisy machines):
+    the collection is toggled on the extension's C loop only."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if not shutil.which("valgrind"):
+        raise SystemExit("--instructions: valgrind is not installed")
+    out = {}
+    n = 2000
+    for case in (cases or [c[0] for c in CASES]):
+        for mode in MODES:
+            with tempfile.TemporaryDirectory() as d:
+                cg = os.path.join(d, "cg.out")
+                cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=fl_bench_loop",
+                       f"--callgrind-out-file={cg}", sys.executable, "-m", "fastlaunch", "bench", "--_one", backend,
+                       case, mode, str(n)]
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    raise SystemExit(f"callgrind run failed: {proc.stderr[-2000:]}")
+                total = 0
+                with open(cg) as f:
+                    for line in f:
+                        if line.startswith("summary:") or line.startswith("totals:"):
+                            total = int(line.split()[1])
+                out[(case, mode)] = total / n
+                print(f"[instructions] {case} / {mode}: {total / n:.0f}", file=sys.stderr, flush=True)
+    return out
+
+
+def run_one(backend, case_name, mode, n):
+    """One mode of one case, n launches in the C loop (the callgrind child)."""
+    kernel = host.compile(NOOP, "noop")
+    stream = host.Stream(backend)
+    (name, t, i), = [c for c in CASES if c[0] == case_name]
+    case = Case(name, t, i, backend, kernel, stream.handle)
+    fn = case.callable(mode)
+    for _ in range(50):  # warm-up outside the counted C loop
+        fn(*case.args, **case.kwargs)
+    stream.synchronize()
+    step = 200 if backend == "host" else n
+    done = 0
+    while done < n:
+        _C.bench_loop(fn, case.args, case.kwargs, min(step, n - done))
+        stream.synchronize()
+        done += step
+    stream.close()
