@@ -1,0 +1,143 @@
+"""Plans from Triton compiled kernels.
+
+`abi_of(compiled)` reads a CompiledKernel's signature (constexprs dropped, tuples flattened), its
+metadata (num_warps, num_ctas, shared, scratch sizes, cooperative, PDL) and the hidden trailing
+pointer slots the Triton version in use appends. `plan_from_compiled(...)` builds a fastlaunch Plan
+whose owner is the compiled kernel, so the module stays loaded while the plan lives.
+
+Triton 3.2 to 3.9 are recognised by feature, never by version number: how the signature and the
+constants are keyed, which metadata fields exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastlaunch._C import FastLaunchPlanUnavailable, Plan
+
+
+@dataclass
+class TritonABI:
+    names: list            # the ABI arguments' names (tuple members as "name.j")
+    kinds: list            # their kinds (kind names)
+    positions: list        # for each ABI argument, (index of the Python argument, tuple member or None)
+    hidden_ptrs: int       # trailing pointer slots (global scratch, profile scratch)
+    num_warps: int = 4
+    num_ctas: int = 1
+    shared: int = 0
+    cooperative: bool = False
+    pdl: bool = False
+    global_scratch_size: int = 0
+    profile_scratch_size: int = 0
+    constexprs: dict = field(default_factory=dict)
+
+
+def _meta(metadata, name, default):
+    if isinstance(metadata, dict):
+        return metadata.get(name, default)
+    return getattr(metadata, name, default)
+
+
+def _has_meta(metadata, name):
+    if isinstance(metadata, dict):
+        return name in metadata
+    return hasattr(metadata, name) or name in getattr(metadata, "_fields", ())
+
+
+def _constant_keys(constants):
+    """Normalises a constants mapping to a set of keys: argument names, (index,) tuples and ints."""
+    keys = set()
+    for k in (constants or {}):
+        keys.add(k)
+        if isinstance(k, tuple) and len(k) == 1:
+            keys.add(k[0])
+    return keys
+
+
+def _kind_of(ty):
+    if not isinstance(ty, str):
+        raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{ty!r}")
+    if ty.startswith("*"):
+        return "ptr"
+    table = {"i1": "i1", "u1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8", "u16": "u16",
+             "u32": "u32", "u64": "u64", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "f32": "fp32", "fp64": "fp64"}
+    if ty not in table:
+        raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{ty}")
+    return table[ty]
+
+
+def abi_of(compiled) -> TritonABI:
+    """The launch ABI of a Triton CompiledKernel (or anything with .src and .metadata alike)."""
+    src = getattr(compiled, "src", None)
+    metadata = getattr(compiled, "metadata", None)
+    if src is None or metadata is None:
+        raise FastLaunchPlanUnavailable("compiled_kernel_unrecognised")
+    signature = getattr(src, "signature", None)
+    if not isinstance(signature, dict):
+        raise FastLaunchPlanUnavailable("signature_unrecognised")
+    fn = getattr(src, "fn", None)
+    arg_names = list(getattr(fn, "arg_names", None) or [])
+    constants = _constant_keys(getattr(src, "constants", None))
+    names, kinds, positions = [], [], []
+    for index, (key, ty) in enumerate(signature.items()):
+        # Signatures are keyed by name (3.3+) or by position (older); constants by name, by
+        # position, or by a tuple path into tuple arguments.
+        name = key if isinstance(key, str) else (arg_names[key] if key < len(arg_names) else f"arg{key}")
+        pos = key if isinstance(key, int) else index
+        members = ty if isinstance(ty, tuple) else (ty,)
+        for j, mty in enumerate(members):
+            path = (pos, j) if isinstance(ty, tuple) else (pos,)
+            if mty == "constexpr" or name in constants or pos in constants or path in constants:
+                continue
+            names.append(f"{name}.{j}" if isinstance(ty, tuple) else name)
+            kinds.append(_kind_of(mty))
+            positions.append((pos, j if isinstance(ty, tuple) else None))
+    # The hidden trailing pointers exist from the Triton version that has the metadata field on
+    # (global scratch first, profile scratch later), whatever their sizes: 0 means a null pointer.
+    hidden = int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size"))
+    return TritonABI(
+        names=names, kinds=kinds, positions=positions, hidden_ptrs=hidden,
+        num_warps=int(_meta(metadata, "num_warps", 4)), num_ctas=int(_meta(metadata, "num_ctas", 1)),
+        shared=int(_meta(metadata, "shared", 0)), cooperative=bool(_meta(metadata, "launch_cooperative_grid", False)),
+        pdl=bool(_meta(metadata, "launch_pdl", False)),
+        global_scratch_size=int(_meta(metadata, "global_scratch_size", 0) or 0),
+        profile_scratch_size=int(_meta(metadata, "profile_scratch_size", 0) or 0),
+        constexprs={k: v for k, v in (getattr(src, "constants", None) or {}).items()},
+    )
+
+
+def function_handle(compiled, *, load: bool = True) -> int:
+    """The CUfunction of a compiled kernel, loading it (on the current device) when needed."""
+    fn = getattr(compiled, "function", None)
+    if not fn and load and hasattr(compiled, "_init_handles"):
+        compiled._init_handles()
+        fn = getattr(compiled, "function", None)
+    if not fn:
+        raise FastLaunchPlanUnavailable("kernel_function_missing")
+    return int(fn)
+
+
+def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=None, grid_exprs=None,
+                       arg_names=None, backend: str = "cuda", function=None, name=None) -> Plan:
+    """A Plan launching `compiled` (a Triton CompiledKernel) with the packed buffer.
+
+    The plan's arguments are the kernel's ABI arguments in order; the last len(fixed_args) of them
+    are fixed. grid / grid_exprs / neither as for Plan. backend="null" builds the same layout
+    without a GPU (for measuring and for ABI checks).
+    """
+    abi = abi_of(compiled)
+    if abi.global_scratch_size > 0:
+        # Would need an allocation per launch from the framework's allocator: refused, stably.
+        raise FastLaunchPlanUnavailable(f"global_scratch_required:{abi.global_scratch_size}")
+    if abi.profile_scratch_size > 0:
+        raise FastLaunchPlanUnavailable(f"profile_scratch_required:{abi.profile_scratch_size}")
+    if function is None:
+        function = function_handle(compiled) if backend == "cuda" else None
+    nfixed = len(fixed_args)
+    if runtime_arg_count is not None and runtime_arg_count + nfixed != len(abi.kinds):
+        raise FastLaunchPlanUnavailable(f"canonical_args_size_mismatch:{runtime_arg_count + nfixed}:{len(abi.kinds)}")
+    return Plan(function, abi.kinds, backend=backend, owner=compiled, fixed_args=list(fixed_args), grid=grid,
+                grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
+                name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None),
+                hidden_ptrs=abi.hidden_ptrs, num_warps=abi.num_warps, num_ctas=abi.num_ctas, shared=abi.shared,
+                cooperative=abi.cooperative, pdl=abi.pdl)
