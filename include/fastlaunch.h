@@ -217,6 +217,8 @@ FL_EXTERN void fl_host_lib_release(fl_host_lib *lib); /* unloads on the last rel
 /* Releases a library passed as an owner (the signature of fl_plan_desc.owner_release). */
 FL_EXTERN void fl_host_lib_release_owner(void *lib);
 
+typedef struct fl_plan fl_plan;
+
 /* ---------------------------------------------------------------------------------------------
  * CUDA modules: a cubin (or PTX) image loaded into the current context, for callers that bring
  * their own binary. Triton kernels need none of this: their CUfunction goes into the plan as is.
@@ -224,6 +226,10 @@ FL_EXTERN void fl_host_lib_release_owner(void *lib);
 FL_EXTERN fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module,
                                         fl_error *err);
 FL_EXTERN void fl_cuda_module_unload(void *module);
+/* The driver's floor for benchmarks: n launches of a cuda plan's kernel with cuLaunchKernel and a
+ * parameter array over `packed` (a buffer laid out as the plan's), timed in nanoseconds. */
+FL_EXTERN fl_status fl_cuda_launch_loop(const fl_plan *plan, uint64_t stream, const void *packed,
+                                        const uint32_t grid[3], uint64_t n, uint64_t *ns, fl_error *err);
 
 /* ---------------------------------------------------------------------------------------------
  * Plans.

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Every driver symbol is resolved once, at load. */
 static struct {
@@ -225,4 +226,30 @@ fl_status fl_cuda_module_load(const void *image, const char *name, void **functi
 
 void fl_cuda_module_unload(void *module) {
   if (module && load_status == FL_OK) drv.cuModuleUnload((fl_CUmodule)module);
+}
+
+/* ---- the driver's floor, for benchmarks: cuLaunchKernel in a C loop with a parameter array ---- */
+
+fl_status fl_cuda_launch_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
+                              uint64_t n, uint64_t *ns, fl_error *err) {
+  fl_status st = cuda_load(err);
+  if (st != FL_OK) return st;
+  if (!plan || plan->backend != FL_BACKEND_CUDA || !packed || !ns)
+    return fl__fail(err, FL_BAD_VALUE, true, "cuda_launch_loop_args");
+  const cuda_plan *cp = plan->backend_data;
+  void *params[FL__MAX_ARGS + FL_CUDA_MAX_HIDDEN_PTRS];
+  size_t np = 0;
+  for (size_t i = 0; i < plan->nargs; i++) params[np++] = (unsigned char *)packed + plan->offsets[i];
+  for (uint32_t h = 0; h < plan->layout.hidden_count; h++)
+    params[np++] = (unsigned char *)packed + plan->layout.hidden_first + 8 * h;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (uint64_t i = 0; i < n; i++) {
+    fl_CUresult r = drv.cuLaunchKernel((fl_CUfunction)plan->kernel, grid[0] * cp->num_ctas, grid[1], grid[2],
+                                       cp->block_x, 1, 1, cp->shared, (fl_CUstream)(uintptr_t)stream, params, NULL);
+    if (r != FL_CUDA_SUCCESS) return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(r));
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *ns = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+  return FL_OK;
 }

@@ -654,7 +654,54 @@ static PyGetSetDef plan_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+static PyObject *plan_cuda_launch_loop(fl_PlanObject *self, PyObject *args) {
+  /* cuda_launch_loop(args, stream, n) -> ns: the driver's floor with this plan's kernel and args. */
+  PyObject *call_args;
+  unsigned long long stream, n;
+  if (!PyArg_ParseTuple(args, "O!KK:cuda_launch_loop", &PyTuple_Type, &call_args, &stream, &n)) return NULL;
+  Py_ssize_t nargs = PyTuple_GET_SIZE(call_args);
+  fl_error err;
+  if ((size_t)nargs != self->nruntime || (size_t)nargs > STACK_VALUES)
+    return fl_ext_raise_reason(self->state, true, "args_size_mismatch:%zd:%zu", nargs, self->nruntime);
+  const fl_layout *l = fl_plan_layout(self->plan);
+  unsigned char *buf = PyMem_Calloc(l->size ? l->size : 1, 1);
+  if (!buf) return PyErr_NoMemory();
+  PyObject *result = NULL;
+  fl_plan_template(self->plan, buf, l->size, &err);
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    fl_value v;
+    if (extract(self->state, self->kinds[i], PyTuple_GET_ITEM(call_args, i), (size_t)i, &v, &err) < 0 ||
+        fl_pack_value(FL_ABI_CUDA, self->kinds[i], &v, buf + fl_plan_arg_offset(self->plan, (size_t)i), (size_t)i, &err) != FL_OK) {
+      fl_ext_raise(self->state, &err);
+      goto done;
+    }
+  }
+  uint32_t g[3];
+  {
+    fl_value values[STACK_VALUES];
+    for (Py_ssize_t i = 0; i < nargs; i++)
+      if (extract(self->state, self->kinds[i], PyTuple_GET_ITEM(call_args, i), (size_t)i, &values[i], &err) < 0) {
+        fl_ext_raise(self->state, &err);
+        goto done;
+      }
+    if (fl_plan_resolve_grid(self->plan, values, (size_t)nargs, NULL, g, &err) != FL_OK) {
+      fl_ext_raise(self->state, &err);
+      goto done;
+    }
+  }
+  uint64_t ns = 0;
+  fl_status st;
+  Py_BEGIN_ALLOW_THREADS st = fl_cuda_launch_loop(self->plan, stream, buf, g, n, &ns, &err);
+  Py_END_ALLOW_THREADS if (st != FL_OK) fl_ext_raise(self->state, &err);
+  else result = PyLong_FromUnsignedLongLong(ns);
+done:
+  PyMem_Free(buf);
+  return result;
+}
+
 static PyMethodDef plan_methods[] = {
+    {"cuda_launch_loop", (PyCFunction)plan_cuda_launch_loop, METH_VARARGS,
+     "cuda_launch_loop(args, stream, n) -> ns: the driver's floor (cuLaunchKernel in a C loop) for this cuda plan"},
     {"resolve_grid", (PyCFunction)(void (*)(void))plan_resolve_grid, METH_FASTCALL,
      "resolve_grid(*args) -> (x, y, z): the grid a launch with these runtime args would use"},
     {NULL, NULL, 0, NULL},

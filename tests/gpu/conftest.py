@@ -1,0 +1,10 @@
+"""GPU tests run only by tools/gpu-check, on a machine with an NVIDIA GPU. They fail (never skip)
+when there is none: gpu-check must not pass vacuously."""
+
+import pytest
+import torch
+
+
+def pytest_configure(config):
+    if not torch.cuda.is_available():
+        raise pytest.UsageError("tests/gpu need an NVIDIA GPU (torch.cuda.is_available() is False)")
