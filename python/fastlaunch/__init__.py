@@ -32,6 +32,15 @@ if os.environ.get("FASTLAUNCH_LOG", "").strip().lower() in ("1", "true", "yes", 
     _log.setLevel(logging.DEBUG)
 
 
+if os.environ.get("FASTLAUNCH_INDUCTOR", "").strip().lower() in ("1", "true", "yes", "on"):
+    try:
+        from fastlaunch import inductor as _inductor
+
+        _inductor.enable()
+    except ImportError as _exc:  # torch is optional
+        _log.warning("fastlaunch: FASTLAUNCH_INDUCTOR is set but Inductor is unavailable: %s", _exc)
+
+
 def report(file=None, *, as_dict: bool = False):
     """Counters and reasons per call site: launches that took the fast path, stock calls and why,
     promotions, refusals. Prints a table (to stdout or `file`) and returns the rows."""

@@ -50,6 +50,12 @@ class Adapter:
         """(object, attribute) whose truth means a profiler is recording; None when there is none."""
         return None
 
+    def flags(self) -> list:
+        """(object, attribute, reason) triples: while any attribute is true, calls take the stock
+        path (profilers, debug modes). The C entry reads them on every call."""
+        flag = self.profiler_flag()
+        return [(flag[0], flag[1], "profiler")] if flag is not None else []
+
     def ready(self, autotuner, launcher) -> bool:
         """True once nothing is left for the stock run to do before launches (saving binaries...)."""
         return True
@@ -70,6 +76,10 @@ class Adapter:
     def call_launcher(self, autotuner, launcher, args, stream):
         """Runs one call through the launcher itself (negative cache, active hooks)."""
         return launcher(*args, stream=stream)
+
+
+# Reasons the C entry gives for calls it hands back without having tried to launch.
+_CHECK_REASONS = frozenset({"runtime_kwargs", "stream_invalid_type", "stream_invalid", "args_count"})
 
 
 class SiteStats:
@@ -100,8 +110,7 @@ class BoundLaunch:
         self._slot_attr = slot_attr if call_slot is None else None
         self._stock_run = stock_run if stock_run is not None else type(autotuner).run.__get__(autotuner)
         self._full_entry_reason = adapter.static_full_entry_reason(autotuner)
-        flag = adapter.profiler_flag()
-        self._profiler = flag
+        self._flags = tuple(adapter.flags())
         self._entry: FinalizedLaunch | None = None
         self._plan = None
         self._plan_launcher = None
@@ -174,7 +183,7 @@ class BoundLaunch:
         if reason == "launcher_changed":
             self._drop_plan()
             return self(*args, stream=stream, **kwargs)
-        if reason in ("profiler", "runtime_kwargs", "stream_invalid_type", "stream_invalid", "args_count"):
+        if reason in _CHECK_REASONS or any(reason == f[2] for f in self._flags):
             return self._stock(reason, args, stream, kwargs.pop("benchmark_run", False), kwargs)
         # A launch refused before the submit boundary.
         if stable:
@@ -189,8 +198,9 @@ class BoundLaunch:
             return "benchmark_run"
         if kwargs:
             return "runtime_kwargs"
-        if self._profiler is not None and getattr(*self._profiler):
-            return "profiler"
+        for owner, name, reason in self._flags:
+            if getattr(owner, name, False):
+                return reason
         return None
 
     def _stock(self, reason, args, stream, benchmark_run, kwargs):
@@ -241,7 +251,7 @@ class BoundLaunch:
                 self, plan, autotuner=self.autotuner, launcher=launcher,
                 launcher_attr=self.adapter.launchers_attr,
                 hook_lists=tuple(self.adapter.hook_lists(launcher)),
-                flags=((self._profiler[0], self._profiler[1], "profiler"),) if self._profiler else ())
+                flags=self._flags)
             if not self.adapter.legacy_hooks_active(launcher):
                 self.install(self._entry)
         log.info("fastlaunch: %s: promoted (%s, %d runtime args, grid %s)", self.site, plan.backend,

@@ -1,0 +1,307 @@
+"""PyTorch Inductor: one call makes torch.compile launch every Triton kernel through fastlaunch.
+
+``enable()`` wraps ``CachingAutotuner.__init__`` so that each kernel autotuner Inductor creates from
+then on gets a bound launch as its call slot: the instance attribute ``run``, which the generated
+``kernel.run(*args, stream=stream0)`` finds before the class method. ``disable()`` removes the
+wrapper and every slot it filled. ``FASTLAUNCH_INDUCTOR=1`` calls ``enable()`` when fastlaunch is
+imported.
+
+What each torch version has is detected by feature: the launcher list, grids computed inside the
+launcher (GridExpr), static and non-static launchers (their scope), the cached fast launcher.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import threading
+import weakref
+
+from fastlaunch._C import FastLaunchPlanUnavailable, FinalizedLaunch, Plan
+from fastlaunch.bind import Adapter, BoundLaunch, bind
+from fastlaunch.triton import _kind_of
+
+log = logging.getLogger("fastlaunch")
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+# ---- grids ----
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(.+?)\s*$")
+
+
+def grid_exprs_of(inductor_meta, config) -> list:
+    """The launcher's three grid expressions (as Inductor writes them in the launcher), with the
+    prefix assignments (the y/z overflow split) inlined, ready for the grid program compiler."""
+    from torch._inductor.runtime.triton_heuristics import GridExpr
+
+    grid = GridExpr.from_meta(inductor_meta, config)
+    env = {}
+    for line in grid.prefix:
+        m = _ASSIGN.match(line)
+        if not m:
+            raise FastLaunchPlanUnavailable(f"grid_prefix_unsupported:{line.strip()[:60]}")
+        env[m.group(1)] = _inline(m.group(2), env)
+    return [_inline(str(e), env) for e in (grid.x_grid, grid.y_grid, grid.z_grid)]
+
+
+def _inline(expr: str, env: dict) -> str:
+    for name, value in env.items():
+        expr = re.sub(rf"\b{re.escape(name)}\b", f"({value})", expr)
+    return expr
+
+
+# ---- launchers ----
+def _scope(launcher):
+    return getattr(launcher, "__globals__", None) or {}
+
+
+def _def_args(launcher):
+    code = getattr(launcher, "__code__", None)
+    if code is None:
+        raise FastLaunchPlanUnavailable("launcher_not_generated")
+    names = list(code.co_varnames[:code.co_argcount])
+    if names and names[-1] == "stream":
+        names = names[:-1]
+    return names
+
+
+def _static_kernel(launcher):
+    """The StaticallyLaunched*Kernel behind a static launcher (its runner is that kernel's run)."""
+    runner = _scope(launcher).get("runner")
+    owner = getattr(runner, "__self__", None)
+    if owner is not None and hasattr(owner, "arg_tys") and hasattr(owner, "function"):
+        return owner
+    return None
+
+
+def _abi_from_meta(autotuner):
+    """ABI argument names and kinds from the autotuner's Triton signature: constexprs (declared,
+    or specialized and listed in the constants) dropped, tuples flattened."""
+    triton_meta = getattr(autotuner, "triton_meta", None) or {}
+    signature = triton_meta.get("signature")
+    if not isinstance(signature, dict):
+        raise FastLaunchPlanUnavailable("codegen_signature_missing")
+    constants = triton_meta.get("constants") or {}
+    const_keys = set()
+    for k in constants:
+        const_keys.add(k)
+        if isinstance(k, tuple) and len(k) == 1:
+            const_keys.add(k[0])
+    fn = getattr(autotuner, "fn", None)
+    arg_names = list(getattr(fn, "arg_names", None) or [])
+    names, kinds = [], []
+    for index, (key, ty) in enumerate(signature.items()):
+        name = key if isinstance(key, str) else (arg_names[key] if key < len(arg_names) else f"arg{key}")
+        pos = key if isinstance(key, int) else index
+        if isinstance(ty, tuple):
+            raise FastLaunchPlanUnavailable(f"tuple_arg_unsupported:{name}")
+        if ty == "constexpr" or name in const_keys or pos in const_keys:
+            continue
+        names.append(name)
+        kinds.append(_kind_of(ty))
+    return names, kinds
+
+
+class InductorAdapter(Adapter):
+    """Promotion policy for Inductor's CachingAutotuner.
+
+    backend: "cuda" launches the Triton binary through the driver. For tests without a GPU,
+    backend="host" with a ``kernel_resolver(autotuner, launcher) -> HostKernel`` stands a host
+    kernel in for the binary; everything else (launchers, grids, checks) is Inductor's own.
+    """
+
+    def __init__(self, backend: str = "cuda", kernel_resolver=None):
+        self.backend = backend
+        self.kernel_resolver = kernel_resolver
+
+    # -- when not to bind or not to promote --
+    def bind_refusal(self, autotuner):
+        if type(autotuner).__name__ == "DebugAutotuner" or (getattr(autotuner, "inductor_meta", None) or {}).get(
+                "profile_bandwidth"):
+            return "debug_autotuner"  # it benchmarks on every call by design
+        return super().bind_refusal(autotuner)
+
+    def static_full_entry_reason(self, autotuner):
+        if getattr(autotuner, "triton_interpret", False):
+            return "triton_interpret"
+        if getattr(autotuner, "dump_launch_params", False):
+            return "dump_launch_params"
+        if getattr(autotuner, "dump_launch_tensors", False):
+            return "dump_launch_tensors"
+        if getattr(autotuner, "_plugins", None):
+            return "autotuner_plugins"
+        return None
+
+    def flags(self):
+        out = []
+        try:
+            import torch.autograd.profiler as prof
+
+            if hasattr(prof, "_is_profiler_enabled"):
+                out.append((prof, "_is_profiler_enabled", "profiler"))
+        except ImportError:
+            pass
+        try:
+            import torch.utils._debug_mode._mode as dm
+
+            if hasattr(dm, "_ACTIVE_DEBUG_MODE_COUNT"):
+                out.append((dm, "_ACTIVE_DEBUG_MODE_COUNT", "debug_mode"))
+        except ImportError:
+            pass
+        return out
+
+    def ready(self, autotuner, launcher):
+        meta = getattr(autotuner, "inductor_meta", None) or {}
+        config = getattr(launcher, "config", None)
+        if getattr(launcher, "store_cubin", False) and not getattr(autotuner, "cuda_kernel_saved", False):
+            return False
+        if meta.get("coordinate_descent_tuning") and not getattr(config, "found_by_coordesc", False):
+            return False
+        if meta.get("combo_tuning_groups") and not getattr(config, "found_by_combo_autotune", False):
+            return False
+        return True
+
+    def _hooks(self, launcher):
+        scope = _scope(launcher)
+        if _static_kernel(launcher) is not None:
+            return ()  # static launchers call no hooks, the stock path neither
+        return tuple(scope.get(n) for n in ("launch_enter_hook", "launch_exit_hook") if scope.get(n) is not None)
+
+    def hook_lists(self, launcher):
+        return tuple(h.calls for h in self._hooks(launcher) if isinstance(getattr(h, "calls", None), list))
+
+    def legacy_hooks_active(self, launcher):
+        return any(not isinstance(getattr(h, "calls", None), list) for h in self._hooks(launcher))
+
+    # -- the plan --
+    def build_plan(self, autotuner, launcher, args):
+        meta = getattr(autotuner, "inductor_meta", None) or {}
+        if meta.get("extra_launcher_args"):
+            raise FastLaunchPlanUnavailable("extra_launcher_args_unsupported")
+        if "grid_type" not in meta:
+            raise FastLaunchPlanUnavailable("grid_outside_launcher")  # older Inductor passes grid=
+        names, kinds = _abi_from_meta(autotuner)
+        def_args = _def_args(launcher)
+        if def_args != names:
+            missing = [n for n in def_args if n not in names]
+            raise FastLaunchPlanUnavailable(
+                f"runtime_arg_not_in_abi:{missing[0]}" if missing else f"launcher_abi_mismatch:{len(def_args)}:{len(names)}")
+        if len(args) != len(names):
+            raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{len(names)}")
+        grid = grid_exprs_of(meta, launcher.config)
+        opts = self._launch_options(autotuner, launcher)
+        kernel = self._kernel(autotuner, launcher)
+        try:
+            plan = Plan(kernel, kinds, backend=self.backend, owner=launcher, grid_exprs=grid, arg_names=names,
+                        name=meta.get("kernel_name"), **opts)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise FastLaunchPlanUnavailable(f"plan_creation_error:{type(exc).__name__}") from exc
+        # One-time check that the grid program computes what the launcher's Python computes.
+        from torch._inductor.runtime.triton_heuristics import GridExpr
+
+        expected = GridExpr.from_meta(meta, launcher.config).eval_slow(dict(zip(names, args)))
+        got = plan.resolve_grid(*args)
+        if tuple(expected) != tuple(got):
+            raise FastLaunchPlanUnavailable(f"grid_program_mismatch:{tuple(expected)}:{got}")
+        return plan
+
+    def _kernel(self, autotuner, launcher):
+        if self.kernel_resolver is not None:
+            return self.kernel_resolver(autotuner, launcher)
+        static = _static_kernel(launcher)
+        if static is not None:
+            return int(static.function)
+        function = _scope(launcher).get("function")
+        if not function:
+            binary = _scope(launcher).get("bin")
+            function = getattr(binary, "function", None)
+        if not function:
+            raise FastLaunchPlanUnavailable("kernel_function_missing")
+        return int(function)
+
+    def _launch_options(self, autotuner, launcher):
+        if self.backend != "cuda":
+            return {}
+        static = _static_kernel(launcher)
+        if static is not None:
+            return {"hidden_ptrs": int(bool(getattr(static, "has_global_scratch", False)))
+                    + int(bool(getattr(static, "has_profile_scratch", False))),
+                    "num_warps": int(static.num_warps), "shared": int(static.shared)}
+        binary = _scope(launcher).get("bin")
+        md = getattr(binary, "metadata", None)
+        if md is None:
+            raise FastLaunchPlanUnavailable("kernel_metadata_missing")
+        if (getattr(md, "global_scratch_size", 0) or 0) > 0:
+            raise FastLaunchPlanUnavailable(f"global_scratch_required:{md.global_scratch_size}")
+        if (getattr(md, "profile_scratch_size", 0) or 0) > 0:
+            raise FastLaunchPlanUnavailable(f"profile_scratch_required:{md.profile_scratch_size}")
+        hidden = int(hasattr(md, "global_scratch_size")) + int(hasattr(md, "profile_scratch_size"))
+        return {"hidden_ptrs": hidden, "num_warps": int(md.num_warps), "num_ctas": int(getattr(md, "num_ctas", 1)),
+                "shared": int(md.shared), "cooperative": bool(getattr(md, "launch_cooperative_grid", False)),
+                "pdl": bool(getattr(md, "launch_pdl", False))}
+
+
+# ---- enable / disable ----
+def enable(adapter: InductorAdapter | None = None) -> None:
+    """From now on, every CachingAutotuner Inductor creates gets a bound launch in its call slot."""
+    from torch._inductor.runtime import triton_heuristics as th
+
+    with _lock:
+        if _state:
+            _state["adapter"] = adapter or _state["adapter"]
+            return
+        cls = th.CachingAutotuner
+        original_init = cls.__dict__["__init__"]
+        original_getstate = cls.__dict__.get("__getstate__")
+        _state.update(cls=cls, init=original_init, getstate=original_getstate, adapter=adapter or InductorAdapter(),
+                      bound=weakref.WeakSet())
+
+        @functools.wraps(original_init)
+        def __init__(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            state = _state
+            if state:
+                b = bind(self, state["adapter"])
+                if b is not None:
+                    state["bound"].add(b)
+
+        def __getstate__(self):
+            # The slot is runtime state: pickled autotuners leave it behind.
+            slot = vars(self).get("run")
+            saved = vars(self).pop("run") if isinstance(slot, (BoundLaunch, FinalizedLaunch)) else None
+            try:
+                if original_getstate is not None:
+                    return original_getstate(self)
+                return dict(vars(self))
+            finally:
+                if saved is not None:
+                    vars(self)["run"] = saved
+
+        __init__._fastlaunch = True
+        cls.__init__ = __init__
+        cls.__getstate__ = __getstate__
+    log.info("fastlaunch: Inductor integration enabled")
+
+
+def disable() -> None:
+    """Removes the wrapper and every call slot fastlaunch filled; leaves no trace."""
+    with _lock:
+        if not _state:
+            return
+        cls = _state["cls"]
+        cls.__init__ = _state["init"]
+        if _state["getstate"] is not None:
+            cls.__getstate__ = _state["getstate"]
+        else:
+            del cls.__getstate__
+        for b in list(_state["bound"]):
+            b.uninstall()
+        _state.clear()
+    log.info("fastlaunch: Inductor integration disabled")
+
+
+def enabled() -> bool:
+    return bool(_state)

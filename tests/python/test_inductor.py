@@ -1,0 +1,319 @@
+"""fastlaunch.inductor against the real CachingAutotuner of the installed torch, with launchers that
+Inductor itself generates (TritonCompileResult.make_launcher over a CompiledKernel compiled here for
+sm_90) whose runner stands a host kernel in for the GPU: everything Inductor does runs for real, and
+the kernel's executions are read back from memory."""
+
+import ctypes
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+from torch._inductor.runtime import triton_heuristics as th
+from torch._inductor.runtime.hints import DeviceProperties, HeuristicType
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+import fastlaunch
+import fastlaunch.host as host
+from fastlaunch import FastLaunchError, FinalizedLaunch, Plan, _C
+from fastlaunch import inductor
+
+sys.path.insert(0, os.path.dirname(__file__))
+import inductor_kernels as IK  # noqa: E402
+
+pytestmark = pytest.mark.inductor
+
+HOST_ADD1 = r"""
+typedef struct { const float *in; float *out; int32_t n; } add1_args;
+void add1(const void *a, const fl_host_program *p) {
+  const add1_args *x = a;
+  for (int32_t i = (int32_t)p->pid[0] * XBLOCK; i < ((int32_t)p->pid[0] + 1) * XBLOCK && i < x->n; i++)
+    x->out[i] = x->in[i] + 1.0f;
+}
+"""
+DEV = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9, max_threads_per_block=1024,
+                       warp_size=32)
+SIGNATURE = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"}
+
+
+@pytest.fixture(scope="module")
+def host_kernels(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("ik"))
+    return {b: host.compile(HOST_ADD1, "add1", cflags=("-O2", f"-DXBLOCK={b}"), directory=d) for b in (128, 1024)}
+
+
+@pytest.fixture(autouse=True)
+def _disabled_after():
+    yield
+    inductor.disable()
+    triton.knobs.runtime.launch_enter_hook.calls.clear()
+
+
+def host_runner(kernel, stream_holder):
+    """Stands in for Triton's CudaLauncher: calls the hooks, drops the constexprs Inductor passes as
+    literals, binds the rest (data_ptr() per tensor) and submits to the host backend."""
+    plan = Plan(kernel, ["ptr", "ptr", "i32"], name="add1-stock")
+
+    def run(grid_0, grid_1, grid_2, stream, function, metadata, launch_metadata, enter, exit_, *args):
+        if enter is not None:
+            enter(launch_metadata)
+        plan(*args[:3], stream=stream, grid=(grid_0, grid_1, grid_2))
+        if exit_ is not None:
+            exit_(launch_metadata)
+
+    return run
+
+
+def make_autotuner(host_kernels, block=1024, name="triton_poi_fused_add_0", launcher_count=1, **meta):
+    cfgs = [triton.Config({"XBLOCK": b}, num_warps=4, num_stages=1) for b in ([block, 128][:launcher_count])]
+    inductor_meta = {"grid_type": "Grid1D", "kernel_name": name, **meta}
+    at = th.CachingAutotuner(IK.triton_poi_fused_add_0,
+                             triton_meta={"signature": dict(SIGNATURE), "device": DEV, "constants": {}, "configs": [{}]},
+                             configs=cfgs, save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
+                             heuristic_type=HeuristicType.POINTWISE, size_hints={"x": 4096}, inductor_meta=inductor_meta)
+    launchers = []
+    for cfg in cfgs:
+        compile_meta = at._create_compile_meta(cfg)
+        opts = at._create_compile_options(cfg, compile_meta)
+        ck = triton.compile(ASTSource(IK.triton_poi_fused_add_0, compile_meta["signature"], compile_meta["constants"],
+                                      compile_meta["configs"][0]), target=GPUTarget("cuda", 90, 32), options=opts)
+        ck._run = host_runner(host_kernels[cfg.kwargs["XBLOCK"]], None)
+        ck._init_handles = lambda: None
+        result = th.TritonCompileResult(ck, cfg, compile_meta, at.inductor_meta)
+        at.compile_results.append(result)
+        launchers.append(result.make_launcher())
+    at.launchers = launchers
+    return at
+
+
+def resolver(host_kernels):
+    return lambda autotuner, launcher: host_kernels[launcher.config.kwargs["XBLOCK"]]
+
+
+def tensors(n):
+    x = torch.arange(n, dtype=torch.float32)
+    return x, torch.zeros(n)
+
+
+def test_enable_makes_generated_calls_take_the_fast_path(host_kernels):
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels)
+    assert isinstance(vars(at)["run"], fastlaunch.bind.BoundLaunch)
+    s = host.Stream()
+    outs = []
+    for n in (1000, 4096, 5000, 1, 3000):
+        x, out = tensors(n)
+        at.run(x, out, n, stream=s.handle)  # the call Inductor's wrapper makes: kernel.run(..., stream=stream0)
+        outs.append((x, out))
+    s.synchronize()
+    for x, out in outs:
+        assert torch.equal(out, x + 1)
+    entry = vars(at)["run"]
+    assert isinstance(entry, FinalizedLaunch) and entry.calls == 4
+    assert entry.plan.grid_mode == "program" and entry.plan.resolve_grid(None, None, 5000) == (5, 1, 1)
+    row = fastlaunch.bind.BoundLaunch.counts(entry.bound)
+    assert (row["fast"], row["stock"]) == (4, 1)
+    s.close()
+
+
+def test_autotuning_runs_in_the_stock_path_first(host_kernels):
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels, launcher_count=2)
+    benched = []
+    at.bench = lambda launcher, *a, **k: (benched.append(launcher), [1.0 if launcher.config.kwargs["XBLOCK"] == 128 else 2.0])[1][0]
+    s = host.Stream()
+    x, out = tensors(3000)
+    at.run(x, out, 3000, stream=s.handle)
+    assert len(at.launchers) == 1 and at.launchers[0].config.kwargs["XBLOCK"] == 128 and len(benched) == 2
+    at.run(x, out, 3000, stream=s.handle)
+    s.synchronize()
+    assert isinstance(vars(at)["run"], FinalizedLaunch) and vars(at)["run"].calls == 1
+    assert torch.equal(out, x + 1)
+    s.close()
+
+
+def test_profiler_sees_every_kernel(host_kernels):
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels, name="triton_poi_profiled_7")
+    s = host.Stream()
+    x, out = tensors(100)
+    at.run(x, out, 100, stream=s.handle)
+    at.run(x, out, 100, stream=s.handle)
+    entry = vars(at)["run"]
+    with torch.profiler.profile() as prof:
+        at.run(x, out, 100, stream=s.handle)
+        at.run(x, out, 100, stream=s.handle)
+    at.run(x, out, 100, stream=s.handle)
+    s.synchronize()
+    names = [e.name for e in prof.events()]
+    assert names.count("triton_poi_profiled_7") == 2  # the stock run's record function, for both calls
+    assert entry.fallbacks == 2 and entry.calls == 2 and vars(at)["run"] is entry
+    s.close()
+
+
+def test_benchmark_runs_hooks_and_debug_flags_take_the_stock_path(host_kernels):
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels)
+    s = host.Stream()
+    x, out = tensors(100)
+    at.run(x, out, 100, stream=s.handle)
+    entry = vars(at)["run"]
+    at.run(x, out, 100, stream=s.handle, benchmark_run=True)
+    seen = []
+    triton.knobs.runtime.launch_enter_hook.add(seen.append)
+    at.run(x, out, 100, stream=s.handle)
+    triton.knobs.runtime.launch_enter_hook.remove(seen.append)
+    at.run(x, out, 100, stream=s.handle)
+    s.synchronize()
+    assert len(seen) == 1  # the hook saw its call, through the stock launcher
+    assert entry.calls == 1 and vars(at)["run"] is entry
+    fallbacks = entry.bound.counts()["fallbacks"]
+    assert fallbacks["runtime_kwargs"] == 1 and fallbacks["launch_hooks"] == 1
+    s.close()
+
+
+def test_saving_binaries_and_coordinate_descent_complete_before_promotion(host_kernels, monkeypatch):
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels, coordinate_descent_tuning=True)
+    launcher = at.launchers[0]
+    launcher.store_cubin = True
+    saved, tuned = [], []
+    monkeypatch.setattr(at, "save_gpu_kernel", lambda stream, l: (saved.append(l), setattr(at, "cuda_kernel_saved", True)))
+
+    def coordesc(l, *a, **k):
+        tuned.append(l)
+        l.config.found_by_coordesc = True
+        return l
+
+    monkeypatch.setattr(at, "coordinate_descent_tuning", coordesc)
+    s = host.Stream()
+    x, out = tensors(100)
+    at.run(x, out, 100, stream=s.handle)
+    assert saved == [launcher] and tuned == [launcher]
+    at.run(x, out, 100, stream=s.handle)
+    s.synchronize()
+    assert isinstance(vars(at)["run"], FinalizedLaunch) and vars(at)["run"].calls == 1
+    s.close()
+
+
+def test_dump_launch_params_always_stock(host_kernels, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_DUMP_LAUNCH_PARAMS", "1")
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels)
+    monkeypatch.setattr(at, "_pre_launch", lambda *a, **k: None)  # the dump itself writes files
+    s = host.Stream()
+    x, out = tensors(100)
+    for _ in range(3):
+        at.run(x, out, 100, stream=s.handle)
+    s.synchronize()
+    assert not isinstance(vars(at)["run"], FinalizedLaunch)
+    assert vars(at)["run"].counts()["fallbacks"] == {"dump_launch_params": 3}
+    s.close()
+
+
+def test_refusals_are_stable_and_counted(host_kernels):
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels, extra_launcher_args=["_grid_0"])
+    s = host.Stream()
+    x, out = tensors(100)
+    bound = vars(at)["run"]
+    bound._warm = True
+    assert bound._promote(at.launchers[0], (x, out, 100)) is False
+    assert bound.counts()["negative"] == "extra_launcher_args_unsupported"
+    s.close()
+
+
+def test_debug_autotuner_is_not_bound(host_kernels):
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels, profile_bandwidth=True)
+    assert "run" not in vars(at)
+
+
+def test_disable_leaves_no_trace(host_kernels):
+    init, getstate = th.CachingAutotuner.__dict__["__init__"], th.CachingAutotuner.__dict__.get("__getstate__")
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels)
+    s = host.Stream()
+    x, out = tensors(100)
+    at.run(x, out, 100, stream=s.handle)
+    at.run(x, out, 100, stream=s.handle)
+    assert "run" in vars(at)
+    inductor.disable()
+    assert th.CachingAutotuner.__dict__["__init__"] is init
+    assert th.CachingAutotuner.__dict__.get("__getstate__") is getstate
+    assert "run" not in vars(at) and not inductor.enabled()
+    at.run(x, out, 100, stream=s.handle)  # the class method again
+    fresh = make_autotuner(host_kernels)
+    assert "run" not in vars(fresh)
+    s.synchronize()
+    assert torch.equal(out, x + 1)
+    s.close()
+
+
+def test_pickling_leaves_the_slot_behind(host_kernels):
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels)
+    at.launchers = []  # CachingAutotuner pickles only without launchers
+    state = at.__getstate__()
+    assert "run" not in state and "run" in vars(at)
+
+
+def test_fastlaunch_inductor_env_enables_at_import():
+    code = ("import fastlaunch, fastlaunch.inductor as i; from torch._inductor.runtime import triton_heuristics as th; "
+            "print(i.enabled(), getattr(th.CachingAutotuner.__init__, '_fastlaunch', False))")
+    on = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, FASTLAUNCH_INDUCTOR="1"),
+                        capture_output=True, text=True, timeout=300)
+    off = subprocess.run([sys.executable, "-c", code], env={k: v for k, v in os.environ.items()
+                                                              if k != "FASTLAUNCH_INDUCTOR"},
+                         capture_output=True, text=True, timeout=300)
+    assert on.stdout.split() == ["True", "True"], on.stderr
+    assert off.stdout.split() == ["False", "False"], off.stderr
+
+
+# ---- the grid compiler against Python, over Inductor's own grid expressions ----
+GRIDS = ["Grid1D", "Grid2D", "Grid3D", "Grid2DWithYZOverflow", "BatchMatmulGrid3D", "CooperativeReductionGrid",
+         "SplitScanGrid"]
+
+
+def _config(rng, cls):
+    blocks = [1, 2, 8, 16, 32, 64, 128, 256, 512, 1024]
+    cfg = {"XBLOCK": rng.choice(blocks), "YBLOCK": rng.choice(blocks), "ZBLOCK": rng.choice(blocks),
+           "R0_BLOCK": rng.choice(blocks), "RSPLIT": rng.choice([2, 4, 8, 16])}
+    return cfg
+
+
+def test_grid_programs_match_python_on_inductor_grids():
+    rng = random.Random(2026)
+    checked = 0
+    kinds = set()
+    for i in range(12_000):
+        cls = rng.choice(GRIDS)
+        meta = {"grid_type": cls}
+        cfg = _config(rng, cls)
+        try:
+            grid = th.GridExpr.from_meta(meta, cfg)
+        except Exception:
+            continue
+        exprs = inductor.grid_exprs_of(meta, cfg)
+        scale = rng.choice([1, 10, 1000, 70000, 2**20, 2**31 - 1])
+        env = {n: rng.randint(0, scale) for n in ("xnumel", "ynumel", "znumel", "r0_numel")}
+        expected = grid.eval_slow(dict(env))
+        names, values = list(env), list(env.values())
+        got = tuple(_C.grid_eval(e, names, values) for e in exprs)
+        assert got == tuple(expected), (cls, cfg, env, exprs)
+        checked += 1
+        kinds.add(cls)
+    assert checked >= 10_000 and kinds == set(GRIDS)
+
+
+def test_y_overflow_split_is_inlined():
+    grid = th.GridExpr.from_meta({"grid_type": "Grid2DWithYZOverflow"}, {"XBLOCK": 64, "YBLOCK": 32})
+    assert grid.prefix  # Inductor writes temporaries for this one
+    exprs = inductor.grid_exprs_of({"grid_type": "Grid2DWithYZOverflow"}, {"XBLOCK": 64, "YBLOCK": 32})
+    for y in (0, 1, 32, 65535 * 32, 65535 * 32 + 1, 10**9):
+        env = {"xnumel": 77, "ynumel": y}
+        assert tuple(_C.grid_eval(e, list(env), list(env.values())) for e in exprs) == grid.eval_slow(dict(env))
