@@ -92,17 +92,22 @@ def _abi_from_meta(autotuner):
             const_keys.add(k[0])
     fn = getattr(autotuner, "fn", None)
     arg_names = list(getattr(fn, "arg_names", None) or [])
-    names, kinds = [], []
+    names, kinds, folded = [], [], {}
     for index, (key, ty) in enumerate(signature.items()):
         name = key if isinstance(key, str) else (arg_names[key] if key < len(arg_names) else f"arg{key}")
         pos = key if isinstance(key, int) else index
         if isinstance(ty, tuple):
             raise FastLaunchPlanUnavailable(f"tuple_arg_unsupported:{name}")
         if ty == "constexpr" or name in const_keys or pos in const_keys:
+            # A value Triton folded into the binary (a size specialized to 1, say); the call site
+            # may still pass it.
+            for k in (name, pos, (pos,)):
+                if k in constants and isinstance(constants[k], int) and not isinstance(constants[k], bool):
+                    folded[name] = constants[k]
             continue
         names.append(name)
         kinds.append(_kind_of(ty))
-    return names, kinds
+    return names, kinds, folded
 
 
 class InductorAdapter(Adapter):
@@ -183,26 +188,31 @@ class InductorAdapter(Adapter):
             raise FastLaunchPlanUnavailable("extra_launcher_args_unsupported")
         if "grid_type" not in meta:
             raise FastLaunchPlanUnavailable("grid_outside_launcher")  # older Inductor passes grid=
-        names, kinds = _abi_from_meta(autotuner)
+        names, kinds, folded = _abi_from_meta(autotuner)
         def_args = _def_args(launcher)
-        if def_args != names:
-            missing = [n for n in def_args if n not in names]
-            raise FastLaunchPlanUnavailable(
-                f"runtime_arg_not_in_abi:{missing[0]}" if missing else f"launcher_abi_mismatch:{len(def_args)}:{len(names)}")
-        if len(args) != len(names):
-            raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{len(names)}")
-        grid = grid_exprs_of(meta, launcher.config)
+        # Positional arguments the call site passes that are not in the binary's ABI: allowed when
+        # Triton folded their value in (the plan skips them), refused otherwise.
+        ignore = [i for i, n in enumerate(def_args) if n not in names]
+        for i in ignore:
+            if def_args[i] not in folded:
+                raise FastLaunchPlanUnavailable(f"runtime_arg_not_in_abi:{def_args[i]}")
+        if [n for n in def_args if n in names] != names:
+            raise FastLaunchPlanUnavailable(f"launcher_abi_mismatch:{len(def_args)}:{len(names)}")
+        if len(args) != len(def_args):
+            raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{len(def_args)}")
+        grid = [_inline(e, {n: str(v) for n, v in folded.items() if n in def_args}) for e in
+                grid_exprs_of(meta, launcher.config)]
         opts = self._launch_options(autotuner, launcher)
         kernel = self._kernel(autotuner, launcher)
         try:
             plan = Plan(kernel, kinds, backend=self.backend, owner=launcher, grid_exprs=grid, arg_names=names,
-                        name=meta.get("kernel_name"), **opts)
+                        name=meta.get("kernel_name"), ignore=ignore or None, **opts)
         except (ValueError, TypeError, OverflowError) as exc:
             raise FastLaunchPlanUnavailable(f"plan_creation_error:{type(exc).__name__}") from exc
         # One-time check that the grid program computes what the launcher's Python computes.
         from torch._inductor.runtime.triton_heuristics import GridExpr
 
-        expected = GridExpr.from_meta(meta, launcher.config).eval_slow(dict(zip(names, args)))
+        expected = GridExpr.from_meta(meta, launcher.config).eval_slow(dict(zip(def_args, args)))
         got = plan.resolve_grid(*args)
         if tuple(expected) != tuple(got):
             raise FastLaunchPlanUnavailable(f"grid_program_mismatch:{tuple(expected)}:{got}")

@@ -107,7 +107,7 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
       }
     }
   }
-  if (nargs != self->plan->nruntime) return fallback(self, "args_count", false, args, nargs, kwnames);
+  if (nargs != self->plan->ncall) return fallback(self, "args_count", false, args, nargs, kwnames);
   fl_error err;
   int rc = fl_ext_plan_launch(self->plan, args, nargs, stream, NULL, &err);
   if (rc == 0) {

@@ -46,7 +46,9 @@ typedef struct {
   fl_ext_state *state;    /* borrowed: the module outlives its types' instances through the type */
   PyObject *owner;        /* keeps the kernel's owner (a CompiledKernel, a HostKernel) alive */
   PyObject *name;
-  size_t nruntime;
+  size_t nruntime;   /* runtime ABI arguments */
+  size_t ncall;      /* positional arguments per call: nruntime plus the ignored ones */
+  int32_t *argmap;   /* per positional argument: its ABI index, or -1 (ignored); NULL: identity */
   int backend;
   const fl_kind *kinds;   /* fl_plan's own array (nargs) */
 } fl_PlanObject;

@@ -125,33 +125,43 @@ static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
   return fail_extract(err, "int_expected", i, fl_kind_name(kind), obj);
 }
 
-int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs, uint64_t stream,
-                       const int64_t *grid, fl_error *err) {
-  if (nargs != plan->nruntime) {
+/* Extracts the positional arguments of a call into the plan's runtime values (skipping ignored
+ * ones). values has room for plan->nruntime entries. */
+static int collect_values(fl_PlanObject *plan, PyObject *const *args, size_t nargs, fl_value *values, fl_error *err) {
+  if (nargs != plan->ncall) {
     err->status = FL_BAD_ARG_COUNT;
     err->backend_submitted = false;
     err->stable = true;
-    snprintf(err->reason, sizeof err->reason, "args_size_mismatch:%zu:%zu", nargs, plan->nruntime);
+    snprintf(err->reason, sizeof err->reason, "args_size_mismatch:%zu:%zu", nargs, plan->ncall);
     return -1;
   }
+  if (!plan->argmap) {
+    for (size_t i = 0; i < nargs; i++)
+      if (extract(plan->state, plan->kinds[i], args[i], i, &values[i], err) < 0) return -1;
+    return 0;
+  }
+  for (size_t i = 0; i < nargs; i++) {
+    int32_t k = plan->argmap[i];
+    if (k >= 0 && extract(plan->state, plan->kinds[k], args[i], (size_t)k, &values[k], err) < 0) return -1;
+  }
+  return 0;
+}
+
+int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs, uint64_t stream,
+                       const int64_t *grid, fl_error *err) {
   fl_value stack_values[STACK_VALUES];
   fl_value *values = stack_values;
-  if (nargs > STACK_VALUES) {
-    values = PyMem_Malloc(nargs * sizeof *values);
+  if (plan->nruntime > STACK_VALUES) {
+    values = PyMem_Malloc(plan->nruntime * sizeof *values);
     if (!values) {
       PyErr_NoMemory();
       return -2;
     }
   }
   int rc = 0;
-  for (size_t i = 0; i < nargs; i++) {
-    if (extract(plan->state, plan->kinds[i], args[i], i, &values[i], err) < 0) {
-      rc = -1;
-      goto done;
-    }
-  }
-  if (fl_launch(plan->plan, stream, values, nargs, grid, err) != FL_OK) rc = -1;
-done:
+  if (collect_values(plan, args, nargs, values, err) < 0 ||
+      fl_launch(plan->plan, stream, values, plan->nruntime, grid, err) != FL_OK)
+    rc = -1;
   if (values != stack_values) PyMem_Free(values);
   return rc;
 }
@@ -394,16 +404,17 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                            "fixed_args",   "grid",      "grid_exprs", "arg_names", "name",
                            "hidden_ptrs",  "ffts",      "simt_only", "dtdata",     "scratch",
                            "ffts_addr",    "num_warps", "num_ctas", "shared",      "cooperative",
-                           "pdl",          "npu_simt",  "dyn_ubuf", "clamp_blocks", NULL};
+                           "pdl",          "npu_simt",  "dyn_ubuf", "clamp_blocks", "ignore", NULL};
   PyObject *kernel, *kinds_obj, *backend_obj = NULL, *owner = Py_None, *runtime_obj = Py_None;
   PyObject *fixed_obj = NULL, *grid_obj = Py_None, *exprs_obj = Py_None, *names_obj = Py_None, *name_obj = Py_None;
   unsigned int hidden = 0, scratch = 0, num_warps = 4, num_ctas = 1, shared = 0, dyn_ubuf = 0, clamp = 0;
   int ffts = 0, simt_only = 0, dtdata = 0, cooperative = 0, pdl = 0, npu_simt = 0;
   unsigned long long ffts_addr = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$UOOOOOOOIpppIKIIIpppII:Plan", kwlist, &kernel, &kinds_obj,
+  PyObject *ignore_obj = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$UOOOOOOOIpppIKIIIpppIIO:Plan", kwlist, &kernel, &kinds_obj,
                                    &backend_obj, &owner, &runtime_obj, &fixed_obj, &grid_obj, &exprs_obj, &names_obj,
                                    &name_obj, &hidden, &ffts, &simt_only, &dtdata, &scratch, &ffts_addr, &num_warps,
-                                   &num_ctas, &shared, &cooperative, &pdl, &npu_simt, &dyn_ubuf, &clamp))
+                                   &num_ctas, &shared, &cooperative, &pdl, &npu_simt, &dyn_ubuf, &clamp, &ignore_obj))
     return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
@@ -528,6 +539,42 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     goto error;
   }
   memcpy((void *)self->kinds, kinds, nkinds * sizeof(fl_kind));
+  self->ncall = self->nruntime;
+  self->argmap = NULL;
+  if (ignore_obj && ignore_obj != Py_None) {
+    /* Positional arguments a call passes that are not kernel arguments (values Triton folded into
+     * the binary): the call still passes them; the plan skips them. */
+    PyObject *fast = PySequence_Fast(ignore_obj, "ignore: expected a sequence of positions");
+    if (!fast) {
+      Py_CLEAR(self);
+      goto error;
+    }
+    Py_ssize_t ni = PySequence_Fast_GET_SIZE(fast);
+    self->ncall = self->nruntime + (size_t)ni;
+    self->argmap = PyMem_Calloc(self->ncall ? self->ncall : 1, sizeof(int32_t));
+    if (!self->argmap) {
+      Py_DECREF(fast);
+      Py_CLEAR(self);
+      PyErr_NoMemory();
+      goto error;
+    }
+    for (size_t i = 0; i < self->ncall; i++) self->argmap[i] = 0;
+    for (Py_ssize_t j = 0; j < ni; j++) {
+      Py_ssize_t pos = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(fast, j), PyExc_OverflowError);
+      if (pos < 0 || (size_t)pos >= self->ncall || self->argmap[pos] < 0) {
+        if (!PyErr_Occurred())
+          PyErr_Format(PyExc_ValueError, "ignore[%zd]: position out of range or repeated (0..%zu)", j, self->ncall - 1);
+        Py_DECREF(fast);
+        Py_CLEAR(self);
+        goto error;
+      }
+      self->argmap[pos] = -1;
+    }
+    Py_DECREF(fast);
+    int32_t k = 0;
+    for (size_t i = 0; i < self->ncall; i++)
+      if (self->argmap[i] == 0) self->argmap[i] = k++;
+  }
 error:
   if (lib) fl_host_lib_release(lib);
   PyMem_Free(kinds);
@@ -543,6 +590,7 @@ static void plan_dealloc(fl_PlanObject *self) {
   Py_CLEAR(self->owner);
   Py_CLEAR(self->name);
   PyMem_Free((void *)self->kinds);
+  PyMem_Free(self->argmap);
   if (self->plan) fl_plan_release(self->plan);
   tp->tp_free(self);
   Py_DECREF(tp);
@@ -608,6 +656,11 @@ static PyObject *plan_get_runtime(fl_PlanObject *self, void *closure) {
   return PyLong_FromSize_t(self->nruntime);
 }
 
+static PyObject *plan_get_call_args(fl_PlanObject *self, void *closure) {
+  (void)closure;
+  return PyLong_FromSize_t(self->ncall);
+}
+
 static PyObject *plan_get_template(fl_PlanObject *self, void *closure) {
   (void)closure;
   size_t size = fl_plan_layout(self->plan)->size;
@@ -619,15 +672,14 @@ static PyObject *plan_get_template(fl_PlanObject *self, void *closure) {
 }
 
 static PyObject *plan_resolve_grid(fl_PlanObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  /* resolve_grid(*args): the grid a launch with these runtime args would use. */
+  /* resolve_grid(*args): the grid a launch with these arguments would use. */
   fl_value values[STACK_VALUES];
   fl_error err;
-  if ((size_t)nargs > STACK_VALUES || (size_t)nargs != self->nruntime)
-    return fl_ext_raise_reason(self->state, true, "args_size_mismatch:%zd:%zu", nargs, self->nruntime);
-  for (Py_ssize_t i = 0; i < nargs; i++)
-    if (extract(self->state, self->kinds[i], args[i], (size_t)i, &values[i], &err) < 0) return fl_ext_raise(self->state, &err);
+  if (self->nruntime > STACK_VALUES)
+    return fl_ext_raise_reason(self->state, true, "too_many_args:%zu", self->nruntime);
+  if (collect_values(self, args, (size_t)nargs, values, &err) < 0) return fl_ext_raise(self->state, &err);
   uint32_t g[3];
-  if (fl_plan_resolve_grid(self->plan, values, (size_t)nargs, NULL, g, &err) != FL_OK) return fl_ext_raise(self->state, &err);
+  if (fl_plan_resolve_grid(self->plan, values, self->nruntime, NULL, g, &err) != FL_OK) return fl_ext_raise(self->state, &err);
   return Py_BuildValue("(III)", g[0], g[1], g[2]);
 }
 
@@ -649,7 +701,8 @@ static PyGetSetDef plan_getset[] = {
     {"kinds", (getter)plan_get_kinds, NULL, "argument kinds", NULL},
     {"grid_mode", (getter)plan_get_grid_mode, NULL, "'static', 'program' or 'caller'", NULL},
     {"backend", (getter)plan_get_backend, NULL, "the backend's name", NULL},
-    {"runtime_arg_count", (getter)plan_get_runtime, NULL, "arguments passed per launch", NULL},
+    {"runtime_arg_count", (getter)plan_get_runtime, NULL, "runtime kernel arguments per launch", NULL},
+    {"call_arg_count", (getter)plan_get_call_args, NULL, "positional arguments per call (ignored ones included)", NULL},
     {"template", (getter)plan_get_template, NULL, "the template buffer as bytes", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -659,35 +712,28 @@ static PyObject *plan_cuda_launch_loop(fl_PlanObject *self, PyObject *args) {
   PyObject *call_args;
   unsigned long long stream, n;
   if (!PyArg_ParseTuple(args, "O!KK:cuda_launch_loop", &PyTuple_Type, &call_args, &stream, &n)) return NULL;
-  Py_ssize_t nargs = PyTuple_GET_SIZE(call_args);
+  fl_value values[STACK_VALUES];
   fl_error err;
-  if ((size_t)nargs != self->nruntime || (size_t)nargs > STACK_VALUES)
-    return fl_ext_raise_reason(self->state, true, "args_size_mismatch:%zd:%zu", nargs, self->nruntime);
+  if (self->nruntime > STACK_VALUES)
+    return fl_ext_raise_reason(self->state, true, "too_many_args:%zu", self->nruntime);
+  if (collect_values(self, &PyTuple_GET_ITEM(call_args, 0), (size_t)PyTuple_GET_SIZE(call_args), values, &err) < 0)
+    return fl_ext_raise(self->state, &err);
   const fl_layout *l = fl_plan_layout(self->plan);
   unsigned char *buf = PyMem_Calloc(l->size ? l->size : 1, 1);
   if (!buf) return PyErr_NoMemory();
   PyObject *result = NULL;
+  uint32_t g[3];
   fl_plan_template(self->plan, buf, l->size, &err);
-  for (Py_ssize_t i = 0; i < nargs; i++) {
-    fl_value v;
-    if (extract(self->state, self->kinds[i], PyTuple_GET_ITEM(call_args, i), (size_t)i, &v, &err) < 0 ||
-        fl_pack_value(FL_ABI_CUDA, self->kinds[i], &v, buf + fl_plan_arg_offset(self->plan, (size_t)i), (size_t)i, &err) != FL_OK) {
+  for (size_t i = 0; i < self->nruntime; i++) {
+    if (fl_pack_value(FL_ABI_CUDA, self->kinds[i], &values[i], buf + fl_plan_arg_offset(self->plan, i), i, &err) !=
+        FL_OK) {
       fl_ext_raise(self->state, &err);
       goto done;
     }
   }
-  uint32_t g[3];
-  {
-    fl_value values[STACK_VALUES];
-    for (Py_ssize_t i = 0; i < nargs; i++)
-      if (extract(self->state, self->kinds[i], PyTuple_GET_ITEM(call_args, i), (size_t)i, &values[i], &err) < 0) {
-        fl_ext_raise(self->state, &err);
-        goto done;
-      }
-    if (fl_plan_resolve_grid(self->plan, values, (size_t)nargs, NULL, g, &err) != FL_OK) {
-      fl_ext_raise(self->state, &err);
-      goto done;
-    }
+  if (fl_plan_resolve_grid(self->plan, values, self->nruntime, NULL, g, &err) != FL_OK) {
+    fl_ext_raise(self->state, &err);
+    goto done;
   }
   uint64_t ns = 0;
   fl_status st;

@@ -317,3 +317,36 @@ def test_y_overflow_split_is_inlined():
     for y in (0, 1, 32, 65535 * 32, 65535 * 32 + 1, 10**9):
         env = {"xnumel": 77, "ynumel": y}
         assert tuple(_C.grid_eval(e, list(env), list(env.values())) for e in exprs) == grid.eval_slow(dict(env))
+
+
+def test_size_one_arguments_folded_by_triton_are_skipped(host_kernels):
+    """Inductor passes a size specialized to 1 at the call site; Triton folded it into the binary."""
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = make_autotuner(host_kernels)
+    launcher = at.launchers[0]
+    src = "def launcher(in_ptr0, out_ptr0, ks0, xnumel, stream):\n    launcher.inner(in_ptr0, out_ptr0, xnumel, stream=stream)\n"
+    scope = {}
+    exec(src, scope)
+    wrapped = scope["launcher"]
+    scope["launcher"].inner = launcher
+    for attr in ("config", "cache_hash", "store_cubin", "n_regs", "n_spills", "shared"):
+        setattr(wrapped, attr, getattr(launcher, attr, None))
+    at.triton_meta["signature"] = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "ks0": "i32", "xnumel": "i32",
+                                   "XBLOCK": "constexpr"}
+    at.triton_meta["constants"] = {"ks0": 1}
+    at.launchers = [wrapped]
+    bound = vars(at)["run"]
+    s = host.Stream()
+    x, out = tensors(3000)
+    at.run(x, out, 1, 3000, stream=s.handle)
+    at.run(x, out, 1, 3000, stream=s.handle)
+    s.synchronize()
+    entry = vars(at)["run"]
+    assert isinstance(entry, FinalizedLaunch), bound.counts()
+    assert entry.calls == 1 and entry.plan.call_arg_count == 4 and torch.equal(out, x + 1)
+    at.triton_meta["constants"] = {}
+    at.triton_meta["signature"]["ks0"] = "constexpr"
+    bound._drop_plan()
+    assert bound._promote(wrapped, (x, out, 1, 3000)) is False
+    assert bound.counts()["negative"] == "runtime_arg_not_in_abi:ks0"
+    s.close()

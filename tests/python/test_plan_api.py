@@ -220,3 +220,23 @@ def test_host_kernel_keeps_library_alive(kernels, stream, buf):
     gc.collect()
     stream.synchronize()
     assert out.tolist()[3] == 3.0
+
+
+def test_ignored_positional_arguments(kernels, stream, buf):
+    """A call may pass arguments the kernel does not take (values folded into the binary); the plan
+    skips them, and the grid reads the ones it keeps."""
+    x, y, out = buf(64, ctypes.c_float), buf(64, ctypes.c_float), buf(64, ctypes.c_float)
+    x[5], y[5] = 1.0, 2.0
+    plan = Plan(kernels["vadd"], ["ptr", "ptr", "ptr", "i32", "i32"], fixed_args=[16], arg_names=["x", "y", "out", "n", "B"],
+                grid_exprs=["-((n) // -(B))", "1", "1"], ignore=[1, 4])
+    assert (plan.call_arg_count, plan.runtime_arg_count) == (6, 4)
+    plan(x.arg, "skipped", y.arg, out.arg, object(), 64, stream=stream.handle)
+    assert plan.resolve_grid(x.arg, None, y.arg, out.arg, None, 64) == (4, 1, 1)
+    stream.synchronize()
+    assert out.tolist()[5] == 3.0
+    with pytest.raises(FastLaunchError) as e:
+        plan(x.arg, y.arg, out.arg, 64, stream=stream.handle)
+    assert e.value.reason == "args_size_mismatch:4:6"
+    for bad in ([6], [0, 0], [-1]):
+        with pytest.raises(ValueError, match="ignore"):
+            Plan(kernels["vadd"], ["ptr", "i32"], fixed_args=[16], grid=(1,), ignore=bad)
