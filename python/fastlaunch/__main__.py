@@ -112,6 +112,9 @@ def _setup_bench(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", action="append", choices=["host", "null", "cuda"],
                         help="backend to measure (repeatable; default host)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats: under a minute on 2 cores")
+    parser.add_argument("--args", choices=["tensor", "int"], default="tensor",
+                        help="pointer arguments as torch tensors (default, when torch is installed) or raw "
+                             "integer addresses (the launch path alone, without data_ptr() calls)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     parser.add_argument("--plot", metavar="FILE.png", help="draw a chart of cost per mode and case")
     parser.add_argument("--instructions", action="store_true",
@@ -130,7 +133,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     backends = args.backend or ["host"]
     if "cuda" in backends:
         raise _UsageError("--backend cuda: the CUDA modes run in tools/gpu-check on a machine with a GPU")
-    results = bench.run(backends, quick=args.quick)
+    results = bench.run(backends, quick=args.quick, args=args.args)
     bench.table(results)
     if args.instructions:
         counts = bench.instructions("null", [bench.CASES[0][0]] if args.quick else None)

@@ -136,12 +136,12 @@ def _have_inductor():
 
 
 class Case:
-    def __init__(self, name, ntensors, nints, backend, kernel, stream):
+    def __init__(self, name, ntensors, nints, backend, kernel, stream, args="tensor"):
         self.name = name
         self.backend = backend
         kinds = ["ptr"] * ntensors + ["i32"] * nints
         names = [f"in_ptr{i}" for i in range(ntensors)] + ["xnumel"] + [f"ks{i}" for i in range(nints - 1)]
-        if torch is not None:
+        if torch is not None and args == "tensor":
             self.tensors = [torch.empty(16) for _ in range(ntensors)]
             ptr_args = self.tensors
         else:
@@ -199,14 +199,17 @@ def _measure(fn, args, kwargs, n, sync):
     return ns / n
 
 
-def run(backends=("host",), quick=False, progress=True):
-    """Measures every case and mode on each backend; returns a list of result dicts."""
+def run(backends=("host",), quick=False, progress=True, args="tensor"):
+    """Measures every case and mode on each backend; returns a list of result dicts. args="tensor"
+    passes torch tensors where torch is installed (each costs a data_ptr() call in every mode);
+    args="int" passes raw addresses, which shows the launch path alone."""
     kernel = host.compile(NOOP, "noop")
     results = []
     for backend in backends:
         stream = host.Stream(backend)
         sync = stream.synchronize
-        cases = [Case(name, t, i, backend, kernel, stream.handle) for name, t, i in CASES]
+        cases = [Case(name, t, i, backend, kernel, stream.handle, args) for name, t, i in CASES]
+        arg_kind = "torch tensors" if torch is not None and args == "tensor" else "integer addresses"
         # The host worker drains a bounded ring: batches stay below its size so the launching
         # thread never waits for the worker inside a timed loop.
         if backend == "host":
@@ -234,7 +237,7 @@ def run(backends=("host",), quick=False, progress=True):
                     "backend": backend, "case": case.name, "mode": m, "ns_median": round(med, 1),
                     "ns_min": round(min(samples[m]), 1), "repeats": repeats, "iterations": n,
                     "vs_floor": round(med / floor, 3), "vs_fastlaunch": round(med / fast, 3),
-                    "stock_path": case.stock_kind if m == "stock" else None,
+                    "stock_path": case.stock_kind if m == "stock" else None, "pointer_args": arg_kind,
                 })
         stream.close()
     return results
@@ -258,7 +261,8 @@ def table(results, out=sys.stdout):
         print(f"{backend:8} {case:20} {f / row['floor']['ns_median']:>10.2f}x {row['stock']['ns_median'] / f:>10.2f}x "
               f"{row['seed']['ns_median'] / f:>9.2f}x {row['fastlaunch-dyngrid']['ns_median'] / f:>10.2f}x", file=out)
     stock = next((r["stock_path"] for r in results if r["mode"] == "stock"), None)
-    print(f"\nstock path: {stock}; {TARGETS}", file=out)
+    ptrs = next((r["pointer_args"] for r in results), None)
+    print(f"\nstock path: {stock}; pointer arguments: {ptrs}\n{TARGETS}", file=out)
 
 
 def write_json(results, path):

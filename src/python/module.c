@@ -362,7 +362,7 @@ static PyObject *ext_fault_fired(PyObject *module, PyObject *unused) {
 /* bench_loop(callable, args, kwargs, n) -> ns: calls callable(*args, **kwargs) n times from C and
  * returns the elapsed nanoseconds, so every benchmark mode pays the same loop overhead (none of
  * Python's). Callgrind counts instructions between the toggles on this function's name. */
-static Py_NO_INLINE PyObject *fl_bench_loop(PyObject *callable, PyObject *const *argv, size_t nargs, PyObject *kwnames,
+__attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop(PyObject *callable, PyObject *const *argv, size_t nargs, PyObject *kwnames,
                                             long long n, long long *ns) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
