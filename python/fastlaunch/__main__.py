@@ -132,7 +132,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return 0
     backends = args.backend or ["host"]
     if "cuda" in backends:
-        raise _UsageError("--backend cuda: the CUDA modes run in tools/gpu-check on a machine with a GPU")
+        if backends != ["cuda"]:
+            raise _UsageError("--backend cuda: measure cuda alone (it needs a GPU and its own modes)")
+        from fastlaunch import cuda_bench
+
+        return cuda_bench.main(args.json)
     results = bench.run(backends, quick=args.quick, args=args.args)
     bench.table(results)
     if args.instructions:

@@ -11,6 +11,8 @@ int fl_ext_host_kernel_take(PyObject *obj, PyTypeObject *type, void **fn, fl_hos
 /* ---- extraction: Python object -> fl_value, no object created for ints, floats, None ---- */
 
 static int fail_extract(fl_error *err, const char *what, size_t i, const char *kind, PyObject *obj) {
+  /* KeyboardInterrupt and friends are not a value's fault: they propagate as they are (-2). */
+  if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return -2;
   PyErr_Clear();
   err->status = FL_BAD_VALUE;
   err->backend_submitted = false;
@@ -59,7 +61,16 @@ static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
       return 0;
     }
     PyObject *addr;
-    if (PyLong_Check(obj) && !PyBool_Check(obj)) {
+    if (PyLong_CheckExact(obj)) {
+      unsigned long long a = PyLong_AsUnsignedLongLong(obj);
+      if (!(a == (unsigned long long)-1 && PyErr_Occurred())) {
+        out->type = FL_VALUE_PTR;
+        out->v.p = a;
+        return 0;
+      }
+      PyErr_Clear();
+      addr = Py_NewRef(obj); /* negative: reported below */
+    } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {
       addr = Py_NewRef(obj);
     } else {
       PyObject *self_arg[2] = {NULL, obj};
@@ -136,13 +147,16 @@ static int collect_values(fl_PlanObject *plan, PyObject *const *args, size_t nar
     return -1;
   }
   if (!plan->argmap) {
-    for (size_t i = 0; i < nargs; i++)
-      if (extract(plan->state, plan->kinds[i], args[i], i, &values[i], err) < 0) return -1;
+    for (size_t i = 0; i < nargs; i++) {
+      int r = extract(plan->state, plan->kinds[i], args[i], i, &values[i], err);
+      if (r < 0) return r;
+    }
     return 0;
   }
   for (size_t i = 0; i < nargs; i++) {
     int32_t k = plan->argmap[i];
-    if (k >= 0 && extract(plan->state, plan->kinds[k], args[i], (size_t)k, &values[k], err) < 0) return -1;
+    int r = k >= 0 ? extract(plan->state, plan->kinds[k], args[i], (size_t)k, &values[k], err) : 0;
+    if (r < 0) return r;
   }
   return 0;
 }
@@ -158,10 +172,8 @@ int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs,
       return -2;
     }
   }
-  int rc = 0;
-  if (collect_values(plan, args, nargs, values, err) < 0 ||
-      fl_launch(plan->plan, stream, values, plan->nruntime, grid, err) != FL_OK)
-    rc = -1;
+  int rc = collect_values(plan, args, nargs, values, err);
+  if (rc == 0 && fl_launch(plan->plan, stream, values, plan->nruntime, grid, err) != FL_OK) rc = -1;
   if (values != stack_values) PyMem_Free(values);
   return rc;
 }
@@ -273,8 +285,11 @@ static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, siz
       if (fl_ext_parse_stream(self->state, args[nargs + (size_t)k], &stream) < 0) return NULL;
     }
   }
-  for (size_t i = 0; i < nargs; i++)
-    if (extract(self->state, self->kinds[i], args[i], i, &values[i], &err) < 0) return fl_ext_raise(self->state, &err);
+  for (size_t i = 0; i < nargs; i++) {
+    int r = extract(self->state, self->kinds[i], args[i], i, &values[i], &err);
+    if (r == -2) return NULL;
+    if (r < 0) return fl_ext_raise(self->state, &err);
+  }
   (void)stream;
   Py_RETURN_NONE;
 }
@@ -677,7 +692,9 @@ static PyObject *plan_resolve_grid(fl_PlanObject *self, PyObject *const *args, P
   fl_error err;
   if (self->nruntime > STACK_VALUES)
     return fl_ext_raise_reason(self->state, true, "too_many_args:%zu", self->nruntime);
-  if (collect_values(self, args, (size_t)nargs, values, &err) < 0) return fl_ext_raise(self->state, &err);
+  int r = collect_values(self, args, (size_t)nargs, values, &err);
+  if (r == -2) return NULL;
+  if (r < 0) return fl_ext_raise(self->state, &err);
   uint32_t g[3];
   if (fl_plan_resolve_grid(self->plan, values, self->nruntime, NULL, g, &err) != FL_OK) return fl_ext_raise(self->state, &err);
   return Py_BuildValue("(III)", g[0], g[1], g[2]);
@@ -716,8 +733,9 @@ static PyObject *plan_cuda_launch_loop(fl_PlanObject *self, PyObject *args) {
   fl_error err;
   if (self->nruntime > STACK_VALUES)
     return fl_ext_raise_reason(self->state, true, "too_many_args:%zu", self->nruntime);
-  if (collect_values(self, &PyTuple_GET_ITEM(call_args, 0), (size_t)PyTuple_GET_SIZE(call_args), values, &err) < 0)
-    return fl_ext_raise(self->state, &err);
+  int r = collect_values(self, &PyTuple_GET_ITEM(call_args, 0), (size_t)PyTuple_GET_SIZE(call_args), values, &err);
+  if (r == -2) return NULL;
+  if (r < 0) return fl_ext_raise(self->state, &err);
   const fl_layout *l = fl_plan_layout(self->plan);
   unsigned char *buf = PyMem_Calloc(l->size ? l->size : 1, 1);
   if (!buf) return PyErr_NoMemory();

@@ -240,3 +240,18 @@ def test_ignored_positional_arguments(kernels, stream, buf):
     for bad in ([6], [0, 0], [-1]):
         with pytest.raises(ValueError, match="ignore"):
             Plan(kernels["vadd"], ["ptr", "i32"], fixed_args=[16], grid=(1,), ignore=bad)
+
+
+def test_keyboard_interrupt_in_data_ptr_propagates():
+    plan = Plan(None, ["ptr"], backend="null", grid=(1,))
+    s = _C.stream_create("null")
+
+    class Interrupting:
+        def data_ptr(self):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        plan(Interrupting(), stream=s)
+    with pytest.raises(KeyboardInterrupt):
+        _C.Floor(["ptr"])(Interrupting(), stream=s)
+    assert _C.stream_count(s, "null") == 0

@@ -1,4 +1,5 @@
-"""CUDA launch paths side by side on a real GPU (run by tools/gpu-check): the driver's floor
+"""CUDA launch paths side by side on a real GPU (`python -m fastlaunch bench --backend cuda`, run by
+tools/gpu-check): the driver's floor
 (cuLaunchKernel in a C loop), fastlaunch with the packed buffer and with a parameter array,
 Triton's CompiledKernel launch, PyTorch's static launcher where the installed torch has one, and
 CUDA graph replay. Writes JSON to the path given as argument and prints a table."""
@@ -48,7 +49,9 @@ def timed(fn, n=N):
     return statistics.median(samples)
 
 
-def main(out_path):
+def main(out_path=None):
+    if not torch.cuda.is_available():
+        raise SystemExit("--backend cuda: no NVIDIA GPU is visible to torch here")
     ck = compiled()
     x = torch.zeros(128, device="cuda")
     out = torch.empty_like(x)
@@ -60,7 +63,7 @@ def main(out_path):
     results["fastlaunch plan"] = timed(lambda n: _C.bench_loop(plan, args, {"stream": s}, n))
     # The parameter-array variant runs in a child (the mode is read once, when libcuda loads).
     if os.environ.get("FASTLAUNCH_CUDA_PARAMS") != "array":
-        child = subprocess.run([sys.executable, __file__, "--array-only"], capture_output=True, text=True,
+        child = subprocess.run([sys.executable, "-m", "fastlaunch.cuda_bench", "--array-only"], capture_output=True, text=True,
                                env=dict(os.environ, FASTLAUNCH_CUDA_PARAMS="array"), timeout=300)
         if child.returncode == 0:
             results["fastlaunch plan (parameter array)"] = float(child.stdout.strip().splitlines()[-1])
@@ -113,8 +116,11 @@ def main(out_path):
         print(f"{k2:42} {v if isinstance(v, str) else f'{v:9.1f} ns'}")
     print(f"fastlaunch / driver floor: {summary['fastlaunch_vs_driver']:.2f}x (target <= 1.25)")
     print(f"triton / fastlaunch:       {summary['triton_vs_fastlaunch']:.2f}x (target >= 3)")
-    with open(out_path, "w") as f:
-        json.dump(summary, f, indent=1)
+    if out_path:
+        with open(out_path, "w") as f:
+            json.dump({"backend": "cuda", "results": [{"case": "2 tensors + 1 int", "mode": k, "ns_median": v}
+                                                      for k, v in results.items() if isinstance(v, float)],
+                       "summary": summary}, f, indent=1)
     return 0 if correct else 1
 
 
@@ -127,4 +133,4 @@ if __name__ == "__main__":
         plan = plan_from_compiled(ck, grid=(1,))
         print(timed(lambda n: _C.bench_loop(plan, (x, out, 128), {"stream": s}, n)))
         sys.exit(0)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else None))
