@@ -94,21 +94,7 @@ static void run_child(const char *test, const char *mode) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FL_FAIL_AT("child run of %s (%s) failed", test, mode);
 }
 
-typedef struct fake_launch {
-  int calls, ex_calls;
-  unsigned grid[3], block[3], shared;
-  void *stream, *function;
-  void **params, **extra;
-  unsigned char buffer[4096];
-  size_t buffer_size;
-  unsigned char param_copies[64][8];
-  int nattrs;
-  int attr_ids[8];
-  unsigned attr_vals[8][3];
-  int set_attr_calls;
-  int last_set_attr, last_set_value;
-  int fail_next;
-} fake_launch;
+#include "fakes/fake_cuda.h"
 
 static fake_launch *fake_state(void) {
   void *h = dlopen(getenv("FASTLAUNCH_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);

@@ -14,7 +14,8 @@ from fastlaunch import FastLaunchError
 from fastlaunch.triton import plan_from_compiled
 
 sys.path.insert(0, os.path.dirname(__file__))
-import triton_kernels as K  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import triton_kernels as K  # noqa: E402  (the kernels the triton_abi tests compile for sm_90)
 
 
 def compiled(fn, signature, constexprs=None, num_warps=4):

@@ -3,21 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef struct fake_launch {
-  int calls, ex_calls;
-  unsigned grid[3], block[3], shared;
-  void *stream, *function;
-  void **params, **extra;
-  unsigned char buffer[4096];
-  size_t buffer_size;
-  unsigned char param_copies[64][8];
-  int nattrs;
-  int attr_ids[8];
-  unsigned attr_vals[8][3];
-  int set_attr_calls;
-  int last_set_attr, last_set_value;
-  int fail_next; /* return this error from the next launch */
-} fake_launch;
+#include "fake_cuda.h"
 
 fake_launch fake_cuda_state;
 
