@@ -190,6 +190,9 @@ FL_EXTERN fl_status fl_backend_load(fl_backend_id backend, fl_error *err);
  * aclrtStream) as an integer. For host and null it is a handle made by fl_stream_create and
  * validated on every launch (an unchecked integer is never dereferenced). */
 FL_EXTERN fl_status fl_stream_create(fl_backend_id backend, uint64_t *stream, fl_error *err);
+/* A host stream's queue is bounded: a launch waits while it is full (nothing is dropped), so a host
+ * kernel must never wait for a thread that launches on its stream (for example on a lock that
+ * thread holds, such as Python's GIL). */
 /* Waits for every launch submitted so far to finish. */
 FL_EXTERN fl_status fl_stream_synchronize(fl_backend_id backend, uint64_t stream, fl_error *err);
 /* Drains the stream, then destroys it. */

@@ -14,8 +14,10 @@ static _Atomic(const fl_plan *) fault_plan;
 
 void fl_fault_inject(int point, uint32_t one_in, uint64_t seed, const fl_plan *plan) {
   if (point <= FL_FAULT_NONE || point >= FL_FAULT_COUNT || one_in == 0) point = FL_FAULT_NONE;
+  /* Disarm first, so a launch in flight never sees the new settings half-written. */
+  atomic_store(&fault_point, FL_FAULT_NONE);
   atomic_store(&fault_plan, plan);
-  atomic_store(&fault_one_in, one_in);
+  atomic_store(&fault_one_in, one_in ? one_in : 1);
   atomic_store(&fault_state, seed * 0x9e3779b97f4a7c15ull + 1);
   atomic_store(&fault_fired, 0);
   atomic_store(&fault_point, point);

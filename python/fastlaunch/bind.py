@@ -119,11 +119,14 @@ class BoundLaunch:
         self.stats = SiteStats()
         self._retired_fast = 0  # fast launches of entries since replaced
         self._warm = False  # True once a stock run has completed
+        self._uninstalled = False
         with _sites_lock:
             _sites.add(self)
 
     # ---- the slot ----
     def install(self, obj) -> None:
+        if self._uninstalled:
+            return  # disabled: whatever still holds this bound launch must not refill the slot
         if self._call_slot is not None:
             self._call_slot[0] = obj
         elif self._slot_attr is not None:
@@ -137,6 +140,8 @@ class BoundLaunch:
             delattr(self.autotuner, self._slot_attr)
         self._entry = None
         self._plan = None
+        self._plan_launcher = None
+        self._uninstalled = True
         with _sites_lock:
             _sites.discard(self)
 
@@ -156,7 +161,7 @@ class BoundLaunch:
                 self.stats.stock += 1
                 return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
             self._drop_plan()
-            if self._promote(launcher, args):
+            if self._promote(launcher, args, before_launch=True):
                 return self._launch(args, stream)
             if self._negative_launcher is launcher:
                 self.stats.stock += 1
@@ -167,6 +172,8 @@ class BoundLaunch:
         self._warm = True
         launcher = self._stable_launcher()
         if launcher is not None and self._negative_launcher is not launcher and self._plan_launcher is not launcher:
+            # The call has run: whatever promotion raises must not reach the caller, who would
+            # take the call for failed and might run it again.
             self._promote(launcher, args)
         return result
 
@@ -177,7 +184,10 @@ class BoundLaunch:
         if reason in ("launch_hooks", "launcher_changed"):
             self.stats.fallbacks[reason] += 1
         if reason == "launch_hooks":
-            # Hooks see this call through the stock launcher; the plan stays for the next one.
+            # Hooks see this call through the stock launcher; the plan stays for the next one. The
+            # entry checked the launcher and the keywords first; re-decide if that changed since.
+            if kwargs or self._plan_launcher is None or self._stable_launcher() is not self._plan_launcher:
+                return self(*args, stream=stream, **kwargs)
             self.stats.stock += 1
             return self.adapter.call_launcher(self.autotuner, self._plan_launcher, args, stream)
         if reason == "launcher_changed":
@@ -221,7 +231,19 @@ class BoundLaunch:
             return None
         return launcher
 
-    def _promote(self, launcher, args) -> bool:
+    def _promote(self, launcher, args, before_launch: bool = False) -> bool:
+        try:
+            return self._promote_unguarded(launcher, args)
+        except Exception as exc:  # an adapter's surprise: never fatal to the call
+            reason = f"promotion_error:{type(exc).__name__}"
+            self.stats.refusals[reason] += 1
+            log.warning("fastlaunch: %s: promotion failed: %s: %s", self.site, type(exc).__name__, exc)
+            self._drop_plan()
+            if not before_launch:
+                self._install_negative(launcher, reason)
+            return False
+
+    def _promote_unguarded(self, launcher, args) -> bool:
         try:
             plan = self.adapter.build_plan(self.autotuner, launcher, args)
         except FastLaunchPlanUnavailable as exc:
@@ -236,7 +258,7 @@ class BoundLaunch:
             if exc.stable:
                 self._install_negative(launcher, exc.reason)
             return False
-        reason = _category_mismatch(plan.kinds, args)
+        reason = _category_mismatch(plan.kinds, args, getattr(plan, "ignored", ()))
         if reason is not None:
             self.stats.refusals[reason] += 1
             self._install_negative(launcher, reason)
@@ -317,11 +339,12 @@ class BoundLaunch:
         }
 
 
-def _category_mismatch(kinds, args):
+def _category_mismatch(kinds, args, ignored=()):
     """Checks once, at promotion, that each runtime arg is of the kind's category (the C path checks
     values on every call; a category mismatch here means the launcher's signature is not this call
-    site's, so the plan would refuse every call)."""
-    for i, (kind, arg) in enumerate(zip(kinds, args)):
+    site's, so the plan would refuse every call). Positions the plan skips are left out."""
+    kept = [a for i, a in enumerate(args) if i not in ignored]
+    for i, (kind, arg) in enumerate(zip(kinds, kept)):
         if kind == "ptr":
             ok = arg is None or (isinstance(arg, int) and not isinstance(arg, bool)) or hasattr(arg, "data_ptr")
         elif kind.startswith(("fp", "bf")):

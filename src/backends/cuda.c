@@ -160,9 +160,22 @@ static void cuda_plan_fini(fl_plan *plan) {
   plan->backend_data = NULL;
 }
 
+/* Whether this thread has been seen with a current context. The framework makes one current on
+ * each thread that uses the device; a thread without one fails before anything is submitted. */
+static _Thread_local bool thread_has_context;
+
+static FL__NOINLINE fl_status check_context(fl_error *err) {
+  fl_CUcontext ctx = NULL;
+  fl_CUresult r = drv.cuCtxGetCurrent(&ctx);
+  if (r != FL_CUDA_SUCCESS || !ctx) return fl__fail(err, FL_BAD_STREAM, false, "cuda_no_current_context");
+  thread_has_context = true;
+  return FL_OK;
+}
+
 static fl_status cuda_submit(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
                              const uint32_t grid[3], fl_error *err) {
   const cuda_plan *cp = plan->backend_data;
+  if (FL__UNLIKELY(!thread_has_context) && check_context(err) != FL_OK) return FL_BAD_STREAM;
   uint64_t gx = (uint64_t)grid[0] * cp->num_ctas;
   if (FL__UNLIKELY(gx > INT32_MAX)) return fl__fail(err, FL_BAD_GRID, false, "grid_dim_exceeds:0");
   void *extra[] = {FL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)args, FL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size,

@@ -70,7 +70,9 @@ static fl_status npu_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_error
 static fl_status npu_submit(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
                             const uint32_t grid[3], fl_error *err) {
   if (FL__UNLIKELY(stream == 0)) return fl__fail(err, FL_BAD_STREAM, false, "stream_is_none");
-  uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+  /* Each dimension is below 2^31: the product can pass 2^64, so it saturates instead of wrapping. */
+  uint64_t blocks = (uint64_t)grid[0] * grid[1];
+  if (__builtin_mul_overflow(blocks, (uint64_t)grid[2], &blocks)) blocks = UINT64_MAX;
   if (plan->config.npu_clamp_blocks) {
     if (blocks > plan->config.npu_clamp_blocks) blocks = plan->config.npu_clamp_blocks;
   } else if (FL__UNLIKELY(blocks > 65535)) {

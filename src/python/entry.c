@@ -18,9 +18,11 @@ typedef struct {
   unsigned long long fallbacks;
 } EntryObject;
 
-/* Hands the call to the bound launch: bound._entry_fallback(reason, stable, args, kwargs). */
-static Py_NO_INLINE PyObject *fallback(EntryObject *self, const char *reason, bool stable, PyObject *const *args,
-                                       size_t nargs, PyObject *kwnames) {
+/* Hands the call to the bound launch: bound._entry_fallback(reason, stable, args, kwargs). The
+ * reason is `reason_str` (decoded leniently: it may be cut inside a character) or, when given,
+ * `reason_given`. */
+static Py_NO_INLINE PyObject *fallback_obj(EntryObject *self, const char *reason_str, PyObject *reason_given, bool stable,
+                                           PyObject *const *args, size_t nargs, PyObject *kwnames) {
   self->fallbacks++;
   PyObject *tuple = NULL, *kwargs = NULL, *reason_obj = NULL, *result = NULL;
   tuple = PyTuple_New((Py_ssize_t)nargs);
@@ -32,7 +34,8 @@ static Py_NO_INLINE PyObject *fallback(EntryObject *self, const char *reason, bo
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++)
       if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + (size_t)k]) < 0) goto done;
   }
-  reason_obj = PyUnicode_FromString(reason);
+  reason_obj = reason_given ? Py_NewRef(reason_given)
+                            : PyUnicode_DecodeUTF8(reason_str, (Py_ssize_t)strlen(reason_str), "replace");
   if (!reason_obj) goto done;
   result = PyObject_CallMethodObjArgs(self->bound, self->state->str_fallback, reason_obj, stable ? Py_True : Py_False,
                                       tuple, kwargs, NULL);
@@ -43,12 +46,18 @@ done:
   return result;
 }
 
+static PyObject *fallback(EntryObject *self, const char *reason, bool stable, PyObject *const *args, size_t nargs,
+                          PyObject *kwnames) {
+  return fallback_obj(self, reason, NULL, stable, args, nargs, kwnames);
+}
+
 static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   EntryObject *self = (EntryObject *)callable;
   fl_ext_state *st = self->state;
   size_t nargs = PyVectorcall_NARGS(nargsf);
   /* 1. Flags such as the profiler's: while one is set, the stock path records what it must. A flag
-   * on a module is read straight from the module's dict (the common case: the profiler's flag). */
+   * on a module is read straight from the module's dict (the common case: the profiler's flag); a
+   * missing attribute counts as off, as on the Python side. */
   for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(self->flags); f++) {
     PyObject *spec = PyTuple_GET_ITEM(self->flags, f);
     PyObject *owner = PyTuple_GET_ITEM(spec, 0), *name = PyTuple_GET_ITEM(spec, 1);
@@ -59,20 +68,21 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
       on = value ? (value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value)) : 0;
     } else {
       PyObject *value = PyObject_GetAttr(owner, name);
-      if (!value) return NULL;
-      on = PyObject_IsTrue(value);
-      Py_DECREF(value);
+      if (!value) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear();
+        on = 0;
+      } else {
+        on = PyObject_IsTrue(value);
+        Py_DECREF(value);
+      }
     }
     if (on < 0) return NULL;
-    if (on) return fallback(self, PyUnicode_AsUTF8(PyTuple_GET_ITEM(spec, 2)), false, args, nargs, kwnames);
+    if (on) return fallback_obj(self, NULL, PyTuple_GET_ITEM(spec, 2), false, args, nargs, kwnames);
   }
-  /* 2. Active launch hooks: this call goes through the stock launcher, the plan stays. */
-  for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++) {
-    PyObject *list = PyTuple_GET_ITEM(self->hook_lists, h);
-    if (PyList_GET_SIZE(list) > 0) return fallback(self, "launch_hooks", false, args, nargs, kwnames);
-  }
-  /* 3. The autotuner still has exactly the launcher the plan was built from. The launchers live in
-   * the instance dict; reading it there skips the type's attribute machinery. */
+  /* 2. The autotuner still has exactly the launcher the plan was built from. The launchers live in
+   * the instance dict; reading it there skips the type's attribute machinery. Checked before the
+   * hooks, so a call with hooks never runs a launcher the autotuner no longer has. */
   if (self->autotuner != Py_None) {
     PyObject *dict = PyObject_GenericGetDict(self->autotuner, NULL);
     PyObject *launchers = NULL;
@@ -88,14 +98,17 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
                PyList_GET_ITEM(launchers, 0) == self->launcher;
     if (!same) return fallback(self, "launcher_changed", false, args, nargs, kwnames);
   }
-  /* 4. Keywords: only stream=. */
+  /* 3. Keywords: only stream=. */
   uint64_t stream = 0;
   if (kwnames) {
     Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < nk; k++) {
       PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-      if (key != st->str_stream && PyUnicode_Compare(key, st->str_stream) != 0)
-        return fallback(self, "runtime_kwargs", false, args, nargs, kwnames);
+      if (key != st->str_stream) {
+        int cmp = PyUnicode_Check(key) ? PyUnicode_Compare(key, st->str_stream) : 1;
+        if (cmp == -1 && PyErr_Occurred()) return NULL;
+        if (cmp != 0) return fallback(self, "runtime_kwargs", false, args, nargs, kwnames);
+      }
       PyObject *value = args[nargs + (size_t)k];
       if (value != Py_None) {
         if (!PyLong_Check(value)) return fallback(self, "stream_invalid_type", false, args, nargs, kwnames);
@@ -106,6 +119,11 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
         }
       }
     }
+  }
+  /* 4. Active launch hooks: this call goes through the stock launcher, the plan stays. */
+  for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++) {
+    PyObject *list = PyTuple_GET_ITEM(self->hook_lists, h);
+    if (PyList_GET_SIZE(list) > 0) return fallback(self, "launch_hooks", false, args, nargs, kwnames);
   }
   if (nargs != self->plan->ncall) return fallback(self, "args_count", false, args, nargs, kwnames);
   fl_error err;

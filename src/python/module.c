@@ -79,7 +79,12 @@ int fl_ext_add_errors(PyObject *module, fl_ext_state *st) {
 }
 
 static PyObject *raise_typed(PyObject *type, const char *reason, bool submitted, bool stable) {
-  PyObject *exc = PyObject_CallFunction(type, "s", reason);
+  /* Reasons are cut at a byte count and may end inside a character: decode leniently, so the
+   * error raised is always this one (a UnicodeDecodeError would lose backend_submitted). */
+  PyObject *text = PyUnicode_DecodeUTF8(reason, (Py_ssize_t)strlen(reason), "replace");
+  if (!text) return NULL;
+  PyObject *exc = PyObject_CallOneArg(type, text);
+  Py_DECREF(text);
   if (!exc) return NULL;
   if (PyObject_SetAttrString(exc, "backend_submitted", submitted ? Py_True : Py_False) < 0 ||
       PyObject_SetAttrString(exc, "stable", stable ? Py_True : Py_False) < 0) {
@@ -129,8 +134,7 @@ static PyObject *ext_layout(PyObject *module, PyObject *args, PyObject *kwds) {
   else if (strcmp(abi_name, "cuda") == 0) abi.abi = FL_ABI_CUDA;
   else if (strcmp(abi_name, "npu") == 0) abi.abi = FL_ABI_NPU;
   else {
-    PyErr_Format(PyExc_ValueError, "abi: unknown flavour %R (expected 'host', 'cuda' or 'npu')",
-                 PyTuple_GET_ITEM(args, 0));
+    PyErr_Format(PyExc_ValueError, "abi: unknown flavour '%s' (expected 'host', 'cuda' or 'npu')", abi_name);
     return NULL;
   }
   abi.npu_ffts = ffts;
@@ -169,8 +173,15 @@ static PyObject *ext_layout(PyObject *module, PyObject *args, PyObject *kwds) {
     Py_DECREF(grid);
     goto done;
   }
-  for (uint32_t h = 0; h < layout.hidden_count; h++)
-    PyList_SET_ITEM(hidden_list, h, PyLong_FromLongLong(layout.hidden_first + 8 * (int64_t)h));
+  for (uint32_t h = 0; h < layout.hidden_count; h++) {
+    PyObject *o = PyLong_FromLongLong(layout.hidden_first + 8 * (int64_t)h);
+    if (!o) {
+      Py_DECREF(grid);
+      Py_DECREF(hidden_list);
+      goto done;
+    }
+    PyList_SET_ITEM(hidden_list, h, o);
+  }
   result = Py_BuildValue("{s:n,s:n,s:O,s:N,s:N,s:N}", "size", (Py_ssize_t)layout.size, "align",
                          (Py_ssize_t)layout.align, "args", list, "grid", grid, "ffts", offset_or_none(layout.ffts),
                          "hidden", hidden_list);
@@ -391,14 +402,17 @@ static PyObject *ext_bench_loop(PyObject *module, PyObject *args) {
     goto done;
   }
   for (Py_ssize_t i = 0; i < nargs; i++) argv[i] = PyTuple_GET_ITEM(call_args, i);
+  /* The loop calls arbitrary code: it holds its own references to every argument. */
+  for (Py_ssize_t i = 0; i < nargs; i++) Py_INCREF(argv[i]);
   Py_ssize_t pos = 0, k = 0;
   PyObject *key, *value;
   while (PyDict_Next(kwargs, &pos, &key, &value)) {
     PyTuple_SET_ITEM(kwnames, k, Py_NewRef(key));
-    argv[nargs + k++] = value;
+    argv[nargs + k++] = Py_NewRef(value);
   }
   long long ns = 0;
   if (fl_bench_loop(callable, argv, (size_t)nargs, kwnames, n, &ns)) result = PyLong_FromLongLong(ns);
+  for (Py_ssize_t i = 0; i < nargs + k; i++) Py_DECREF(argv[i]);
 done:
   Py_XDECREF(kwnames);
   PyMem_Free(argv);

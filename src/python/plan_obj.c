@@ -384,7 +384,9 @@ error:
   return -1;
 }
 
-static int parse_strings(PyObject *seq, const char *what, size_t want, const char ***out) {
+/* Reads a sequence of str as UTF-8 pointers. The pointers live as long as the str objects, which
+ * the returned list (*keep) holds: the caller releases it once it is done with them. */
+static int parse_strings(PyObject *seq, const char *what, size_t want, const char ***out, PyObject **keep) {
   PyObject *fast = PySequence_Fast(seq, "expected a sequence of str");
   if (!fast) return -1;
   Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
@@ -401,7 +403,6 @@ static int parse_strings(PyObject *seq, const char *what, size_t want, const cha
   }
   for (Py_ssize_t i = 0; i < len; i++) {
     PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
-    /* The UTF-8 buffers live as long as the str objects, which the caller's sequence holds. */
     if (!PyUnicode_Check(item) || !(strs[i] = PyUnicode_AsUTF8(item))) {
       if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s[%zd]: expected a str", what, i);
       PyMem_Free(strs);
@@ -409,8 +410,8 @@ static int parse_strings(PyObject *seq, const char *what, size_t want, const cha
       return -1;
     }
   }
-  Py_DECREF(fast);
   *out = strs;
+  *keep = fast;
   return 0;
 }
 
@@ -438,6 +439,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   fl_kind *kinds = NULL;
   fl_value *fixed = NULL;
   const char **names = NULL, **exprs = NULL;
+  PyObject *names_keep = NULL, *exprs_keep = NULL;
   fl_host_lib *lib = NULL;
   fl_PlanObject *self = NULL;
   size_t nkinds = 0, nfixed = 0;
@@ -496,6 +498,10 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     d.owner_release = fl_host_lib_release_owner;
   } else if (kernel == Py_None) {
     d.kernel = NULL;
+  } else if (backend == FL_BACKEND_HOST) {
+    /* A host kernel is called on a worker thread: only a loaded HostKernel is trusted there. */
+    PyErr_Format(PyExc_TypeError, "kernel: the host backend needs a HostKernel, got %.80s", Py_TYPE(kernel)->tp_name);
+    goto error;
   } else if (PyLong_Check(kernel)) {
     d.kernel = PyLong_AsVoidPtr(kernel);
     if (!d.kernel && PyErr_Occurred()) goto error;
@@ -516,14 +522,14 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
     d.grid_mode = FL_GRID_STATIC;
   } else if (exprs_obj != Py_None) {
-    if (parse_strings(exprs_obj, "grid_exprs", 3, &exprs) < 0) goto error;
+    if (parse_strings(exprs_obj, "grid_exprs", 3, &exprs, &exprs_keep) < 0) goto error;
     d.grid_mode = FL_GRID_PROGRAM;
     for (int i = 0; i < 3; i++) d.grid_exprs[i] = exprs[i];
   } else {
     d.grid_mode = FL_GRID_CALLER;
   }
   if (names_obj != Py_None) {
-    if (parse_strings(names_obj, "arg_names", nkinds, &names) < 0) goto error;
+    if (parse_strings(names_obj, "arg_names", nkinds, &names, &names_keep) < 0) goto error;
     d.arg_names = names;
   }
   fl_plan *plan;
@@ -596,6 +602,8 @@ error:
   PyMem_Free(fixed);
   PyMem_Free(names);
   PyMem_Free(exprs);
+  Py_XDECREF(names_keep);
+  Py_XDECREF(exprs_keep);
   return (PyObject *)self;
 }
 
@@ -628,7 +636,14 @@ static PyObject *plan_get_layout(fl_PlanObject *self, void *closure) {
   size_t n = fl_plan_nargs(self->plan);
   PyObject *args = PyList_New((Py_ssize_t)n);
   if (!args) return NULL;
-  for (size_t i = 0; i < n; i++) PyList_SET_ITEM(args, (Py_ssize_t)i, PyLong_FromSize_t(fl_plan_arg_offset(self->plan, i)));
+  for (size_t i = 0; i < n; i++) {
+    PyObject *o = PyLong_FromSize_t(fl_plan_arg_offset(self->plan, i));
+    if (!o) {
+      Py_DECREF(args);
+      return NULL;
+    }
+    PyList_SET_ITEM(args, (Py_ssize_t)i, o);
+  }
   PyObject *grid = l->grid[0] < 0 ? Py_NewRef(Py_None)
                                   : Py_BuildValue("[LLL]", (long long)l->grid[0], (long long)l->grid[1], (long long)l->grid[2]);
   PyObject *ffts = l->ffts < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(l->ffts);
@@ -640,7 +655,17 @@ static PyObject *plan_get_layout(fl_PlanObject *self, void *closure) {
     Py_DECREF(args);
     return NULL;
   }
-  for (uint32_t h = 0; h < l->hidden_count; h++) PyList_SET_ITEM(hidden, h, PyLong_FromLongLong(l->hidden_first + 8 * (int64_t)h));
+  for (uint32_t h = 0; h < l->hidden_count; h++) {
+    PyObject *o = PyLong_FromLongLong(l->hidden_first + 8 * (int64_t)h);
+    if (!o) {
+      Py_DECREF(grid);
+      Py_DECREF(ffts);
+      Py_DECREF(hidden);
+      Py_DECREF(args);
+      return NULL;
+    }
+    PyList_SET_ITEM(hidden, h, o);
+  }
   return Py_BuildValue("{s:n,s:n,s:N,s:N,s:N,s:N}", "size", (Py_ssize_t)l->size, "align", (Py_ssize_t)l->align, "args",
                        args, "grid", grid, "ffts", ffts, "hidden", hidden);
 }
@@ -650,8 +675,14 @@ static PyObject *plan_get_kinds(fl_PlanObject *self, void *closure) {
   size_t n = fl_plan_nargs(self->plan);
   PyObject *list = PyList_New((Py_ssize_t)n);
   if (!list) return NULL;
-  for (size_t i = 0; i < n; i++)
-    PyList_SET_ITEM(list, (Py_ssize_t)i, PyUnicode_FromString(fl_kind_name(fl_plan_arg_kind(self->plan, i))));
+  for (size_t i = 0; i < n; i++) {
+    PyObject *o = PyUnicode_FromString(fl_kind_name(fl_plan_arg_kind(self->plan, i)));
+    if (!o) {
+      Py_DECREF(list);
+      return NULL;
+    }
+    PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+  }
   return list;
 }
 
@@ -674,6 +705,25 @@ static PyObject *plan_get_runtime(fl_PlanObject *self, void *closure) {
 static PyObject *plan_get_call_args(fl_PlanObject *self, void *closure) {
   (void)closure;
   return PyLong_FromSize_t(self->ncall);
+}
+
+static PyObject *plan_get_ignored(fl_PlanObject *self, void *closure) {
+  (void)closure;
+  PyObject *list = PyList_New(0);
+  for (size_t i = 0; list && self->argmap && i < self->ncall; i++) {
+    if (self->argmap[i] >= 0) continue;
+    PyObject *pos = PyLong_FromSize_t(i);
+    if (!pos || PyList_Append(list, pos) < 0) {
+      Py_XDECREF(pos);
+      Py_CLEAR(list);
+      break;
+    }
+    Py_DECREF(pos);
+  }
+  if (!list) return NULL;
+  PyObject *tuple = PyList_AsTuple(list);
+  Py_DECREF(list);
+  return tuple;
 }
 
 static PyObject *plan_get_template(fl_PlanObject *self, void *closure) {
@@ -720,6 +770,7 @@ static PyGetSetDef plan_getset[] = {
     {"backend", (getter)plan_get_backend, NULL, "the backend's name", NULL},
     {"runtime_arg_count", (getter)plan_get_runtime, NULL, "runtime kernel arguments per launch", NULL},
     {"call_arg_count", (getter)plan_get_call_args, NULL, "positional arguments per call (ignored ones included)", NULL},
+    {"ignored", (getter)plan_get_ignored, NULL, "positions of the call's arguments the plan skips", NULL},
     {"template", (getter)plan_get_template, NULL, "the template buffer as bytes", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

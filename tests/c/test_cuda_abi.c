@@ -135,6 +135,12 @@ static void launches_through_fake(bool param_array) {
   fake_launch *s = fake_state();
   ASSERT_TRUE(s != NULL);
   fl_value args[] = {fl_ptr((void *)0x7000), fl_int(-3), fl_float(1.5), fl_int(1LL << 40)};
+  /* A thread without a current context is refused before anything reaches the driver. */
+  s->no_context = 1;
+  ASSERT_FAILS(fl_launch(p, 0x77, args, 4, NULL, &err), &err, FL_BAD_STREAM, "cuda_no_current_context");
+  ASSERT_TRUE(!err.backend_submitted);
+  ASSERT_EQ(s->calls, 0);
+  s->no_context = 0;
   ASSERT_OK(fl_launch(p, 0x77, args, 4, NULL, &err), &err);
   ASSERT_EQ(s->calls, 1);
   ASSERT_EQ(s->ex_calls, 0);

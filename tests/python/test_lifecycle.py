@@ -342,3 +342,49 @@ s.synchronize()
     quiet = subprocess.run([sys.executable, "-c", code], env={k: v for k, v in os.environ.items() if k != "FASTLAUNCH_LOG"},
                            capture_output=True, text=True, timeout=120)
     assert quiet.returncode == 0 and "promoted" not in quiet.stderr
+
+
+def test_promotion_errors_never_reach_a_call_that_ran(kernels, buf, stream):
+    class Broken(CountingAdapter):
+        def build_plan(self, autotuner, launcher, args):
+            raise RuntimeError("adapter bug")
+
+    site = Site(kernels, buf, stream, adapter=Broken())
+    site.call()  # ran through the stock path; the failed promotion after it is not the call's failure
+    site.call()
+    assert site.bound.counts()["negative"] == "promotion_error:RuntimeError"
+    assert site.executions() == [1, 1]
+
+
+def test_hooks_after_a_launcher_change_use_the_new_launcher(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    site.call()
+    old_entry = site.slot
+    new = launcher_for(kernels, 16)
+    site.at.launchers = [new]
+    seen = []
+    host.hooks.launch_enter_hook.add(seen.append)
+    try:
+        site.call()
+    finally:
+        host.hooks.launch_enter_hook.remove(seen.append)
+    assert seen, "the hook did not see the call"
+    assert site.bound._plan_launcher is not old_entry.launcher
+    assert site.executions() == [1, 1, 1]
+
+
+def test_uninstalled_bound_never_refills_the_slot(kernels, buf, stream):
+    site = Site(kernels, buf, stream)
+    site.call()
+    bound = site.bound
+    bound.uninstall()
+    assert bound._promote(site.at.launchers[0], (site.counts.arg, 0, 10)) is True
+    assert "run" not in vars(site.at)
+
+
+def test_category_check_skips_ignored_positions():
+    from fastlaunch.bind import _category_mismatch
+
+    assert _category_mismatch(["ptr", "fp32", "ptr"], (0x1000, 1, 0.5, 0x2000), (1,)) is None
+    assert _category_mismatch(["ptr", "i32"], (0x1000, 1.5)) == "runtime_arg_category_mismatch:1:i32"

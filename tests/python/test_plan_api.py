@@ -180,8 +180,12 @@ def test_plan_refusals(kernels):
         Plan(None, ["constexpr"], backend="null")
     with pytest.raises(ValueError, match="backend: unknown backend 'gpu'"):
         Plan(None, ["ptr"], backend="gpu")
-    with pytest.raises(TypeError, match="kernel: expected a HostKernel or an int handle"):
+    with pytest.raises(TypeError, match="kernel: the host backend needs a HostKernel, got str"):
         Plan("k", ["ptr"])
+    with pytest.raises(TypeError, match="kernel: the host backend needs a HostKernel, got int"):
+        Plan(0x1234, ["ptr"])  # an arbitrary address is never called on a worker thread
+    with pytest.raises(TypeError, match="kernel: expected a HostKernel or an int handle"):
+        Plan("k", ["ptr"], backend="null")
     with pytest.raises(ValueError, match="grid and grid_exprs"):
         Plan(None, ["ptr"], backend="null", grid=(1,), grid_exprs=["1", "1", "1"])
     with pytest.raises(ValueError, match="arg_names: expected 2 entries, got 1"):
@@ -255,3 +259,25 @@ def test_keyboard_interrupt_in_data_ptr_propagates():
     with pytest.raises(KeyboardInterrupt):
         _C.Floor(["ptr"])(Interrupting(), stream=s)
     assert _C.stream_count(s, "null") == 0
+
+
+def test_strings_from_a_generator_outlive_parsing():
+    exprs = (e.replace("Q", "") for e in ["-((nQ) // -(128))", "1Q", "Q1"])
+    names = (n for n in ["p", "n"])
+    plan = Plan(None, ["ptr", "i32"], backend="null", grid_exprs=exprs, arg_names=names)
+    assert plan.resolve_grid(0, 1000) == (8, 1, 1)
+
+
+def test_reasons_cut_inside_a_character_still_raise_fastlaunch_error():
+    plan = Plan(None, ["ptr", "i32"], backend="null", grid=(1,))
+    s = _C.stream_create("null")
+    odd = type("a" * 39 + "é", (), {})()
+    with pytest.raises(FastLaunchError) as e:
+        plan(0, odd, stream=s)
+    assert e.value.reason.startswith("int_expected:1:i32:" + "a" * 39)
+
+
+def test_layout_with_keyword_arguments():
+    assert fastlaunch.layout(abi="host", kinds=["ptr", "i8"])["size"] == 16
+    with pytest.raises(ValueError, match="abi: unknown flavour 'gpu'"):
+        fastlaunch.layout(abi="gpu", kinds=["ptr"])

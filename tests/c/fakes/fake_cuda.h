@@ -17,7 +17,8 @@ typedef struct fake_launch {
   unsigned attr_vals[8][3];
   int set_attr_calls;
   int last_set_attr, last_set_value;
-  int fail_next; /* return this error from the next launch */
+  int fail_next;  /* return this error from the next launch */
+  int no_context; /* cuCtxGetCurrent reports no current context */
 } fake_launch;
 
 #endif
