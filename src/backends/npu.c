@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The ACL declarations the backend needs (acl/acl_rt.h). The attribute value is a 16-byte union in
@@ -36,7 +37,10 @@ static char load_why[FL_REASON_MAX - 32];
 
 static void load_acl(void) {
   static const char *const names[] = {"libascendcl.so", NULL};
-  void *h = fl__dl_open(names, load_why, sizeof load_why);
+  /* FASTLAUNCH_LIBASCENDCL names another library to open instead (the tests' stand-in). */
+  const char *override = getenv("FASTLAUNCH_LIBASCENDCL");
+  const char *const custom[] = {override, NULL};
+  void *h = fl__dl_open(override && *override ? custom : names, load_why, sizeof load_why);
   if (!h) return;
   *(void **)&acl.launch = fl__dl_sym(h, "aclrtLaunchKernelWithHostArgs", load_why, sizeof load_why);
   if (!acl.launch) return; /* CANN before 8.5 has no host-args launch */
@@ -53,8 +57,10 @@ static fl_status npu_load(fl_error *err) {
 }
 
 static fl_status npu_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
-  if (desc->config.npu_simt && !desc->abi.npu_simt_only && desc->abi.npu_scratch)
-    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "npu_scratch_requires_simt_only");
+  /* A static grid past the core limit would fail every launch: refuse the plan instead (stable). */
+  if (plan->grid_mode == FL_GRID_STATIC && !desc->config.npu_clamp_blocks &&
+      (uint64_t)plan->static_grid[0] * plan->static_grid[1] > 65535 / (plan->static_grid[2] ? plan->static_grid[2] : 1))
+    return fl__fail(err, FL_BAD_GRID, true, "grid_product_exceeds");
   /* The FFTS address comes from the runtime once per plan unless the caller supplied it. */
   if (plan->layout.ffts >= 0 && desc->npu_ffts_addr == 0) {
     void *addr = NULL;
@@ -78,8 +84,10 @@ static fl_status npu_submit(const fl_plan *plan, uint64_t stream, const void *ar
   } else if (FL__UNLIKELY(blocks > 65535)) {
     return fl__fail(err, FL_BAD_GRID, false, "grid_product_exceeds");
   }
-  fl_aclrtLaunchKernelAttr attr = {.id = FL_ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE,
-                                   .value = {.localMemorySize = plan->config.npu_dyn_ubuf}};
+  fl_aclrtLaunchKernelAttr attr;
+  memset(&attr, 0, sizeof attr); /* the union's other bytes are reserved: zero, not left over */
+  attr.id = FL_ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE;
+  attr.value.localMemorySize = plan->config.npu_dyn_ubuf;
   fl_aclrtLaunchKernelCfg cfg = {&attr, 1};
   fl_aclError r = acl.launch(plan->kernel, (uint32_t)blocks, (void *)(uintptr_t)stream,
                              plan->config.npu_simt ? &cfg : NULL, (void *)args, size, NULL, 0);
