@@ -227,9 +227,12 @@ class BoundLaunch:
         launcher = launchers[0]
         if getattr(launcher, "fallback", None) is not None:
             return None
-        if not self.adapter.ready(self.autotuner, launcher):
+        try:
+            ready = self.adapter.ready(self.autotuner, launcher)
+        except Exception as exc:  # an adapter's surprise means "not ready": the stock path runs
+            log.warning("fastlaunch: %s: readiness check failed: %s: %s", self.site, type(exc).__name__, exc)
             return None
-        return launcher
+        return launcher if ready else None
 
     def _promote(self, launcher, args, before_launch: bool = False) -> bool:
         try:
