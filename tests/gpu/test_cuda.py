@@ -9,7 +9,6 @@ import pytest
 import torch
 import triton
 
-import fastlaunch
 from fastlaunch import FastLaunchError
 from fastlaunch.triton import plan_from_compiled
 

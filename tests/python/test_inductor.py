@@ -3,7 +3,6 @@ Inductor itself generates (TritonCompileResult.make_launcher over a CompiledKern
 sm_90) whose runner stands a host kernel in for the GPU: everything Inductor does runs for real, and
 the kernel's executions are read back from memory."""
 
-import ctypes
 import os
 import random
 import subprocess
@@ -19,7 +18,7 @@ from triton.compiler import ASTSource
 
 import fastlaunch
 import fastlaunch.host as host
-from fastlaunch import FastLaunchError, FinalizedLaunch, Plan, _C
+from fastlaunch import FinalizedLaunch, Plan, _C
 from fastlaunch import inductor
 
 sys.path.insert(0, os.path.dirname(__file__))

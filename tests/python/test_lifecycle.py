@@ -3,7 +3,6 @@ a kernel that counts its own executions, so "fast path", "stock path" and "never
 read back from memory, not from mocks."""
 
 import ctypes
-import logging
 import os
 import subprocess
 import sys
@@ -283,7 +282,6 @@ def test_stable_launch_refusal_negative_caches(kernels, buf, stream):
     site = Site(kernels, buf, stream)
     site.call()
     site.call(4)
-    site.at.run(site.counts.arg, 99, stream=stream.handle) if False else None
     entry = site.slot
     # Too few arguments at the entry: the bound launch takes the call (stock raises TypeError).
     with pytest.raises(TypeError):

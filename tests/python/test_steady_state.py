@@ -1,7 +1,6 @@
 """The steady-state launch through a finalized call slot enters no Python function and allocates
 nothing (tracemalloc over 100,000 launches)."""
 
-import ctypes
 import sys
 import tracemalloc
 
