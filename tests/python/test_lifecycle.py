@@ -278,7 +278,7 @@ def test_backend_error_never_replays(kernels, buf, stream):
     assert site.executions() == [1, 1, 1]  # ran once, was not replayed
 
 
-def test_stable_launch_refusal_negative_caches(kernels, buf, stream):
+def test_wrong_argument_count_goes_back_to_the_bound_launch(kernels, buf, stream):
     site = Site(kernels, buf, stream)
     site.call()
     site.call(4)
@@ -287,6 +287,21 @@ def test_stable_launch_refusal_negative_caches(kernels, buf, stream):
     with pytest.raises(TypeError):
         site.at.run(site.counts.arg, 0, stream=stream.handle)
     assert entry.fallbacks == 1 and site.bound.counts()["fallbacks"]["args_count"] == 1
+
+
+def test_stable_launch_refusal_negative_caches(kernels, buf, stream):
+    """A refusal the entry reports as stable (before the boundary) runs the call through the stock
+    path and negative-caches the launcher: later calls skip the plan."""
+    site = Site(kernels, buf, stream)
+    site.call()
+    launcher = site.bound._plan_launcher
+    site.bound._entry_fallback("args_size_mismatch:2:3", True, (site.counts.arg, 1, 100), {"stream": stream.handle})
+    assert site.bound.counts()["negative"] == "args_size_mismatch:2:3" and "run" in vars(site.at)
+    assert not isinstance(site.slot, FinalizedLaunch)
+    site.next_id = 2
+    site.call()
+    assert site.adapter.direct_calls == 1 and site.bound._negative_launcher is launcher
+    assert site.executions() == [1, 1, 1]
 
 
 def test_kwargs_and_benchmark_run_take_stock(kernels, buf, stream):
