@@ -45,6 +45,7 @@
   X(test_control_worker_malloc)
 #define FL_TEST_MAIN
 #include "fl_test.h"
+#include "fl_test_kernels.h"
 
 #if FL_LIBC_COUNT
 #include <errno.h>
@@ -218,33 +219,16 @@ static const char *make_dir(void) {
   return kernel_dir;
 }
 
-static int compile_so(const char *src, const char *out) {
-  const char *root = getenv("FL_TEST_SRC_DIR");
-  if (!root || !*root) root = FL_TEST_SRC_DIR;
-  const char *cc = getenv("CC");
-  if (!cc || !*cc) cc = FL_TEST_CC;
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s -std=c11 -D_GNU_SOURCE -O2 -Wall -Werror -shared -fPIC -I'%s/include' -o '%s' '%s'",
-           cc, root, out, src);
-  if (system(cmd) != 0) {
-    fprintf(stderr, "kernel build failed: %s\n", cmd);
-    return -1;
-  }
-  return 0;
-}
-
 /* tests/c/kernels/checksum.c: checksum(ptr acc, i64 value, i32 mult) adds value * mult * (x + 1)
  * for program x. */
 static const char *checksum_so(void) {
   if (checksum_path[0]) return checksum_path;
   if (!make_dir()) return NULL;
-  const char *root = getenv("FL_TEST_SRC_DIR");
-  if (!root || !*root) root = FL_TEST_SRC_DIR;
   char src[600];
-  snprintf(src, sizeof src, "%s/tests/c/kernels/checksum.c", root);
+  snprintf(src, sizeof src, "%s/tests/c/kernels/checksum.c", fl_test_root());
   char path[600];
   snprintf(path, sizeof path, "%s/checksum.so", kernel_dir);
-  if (compile_so(src, path) != 0) return NULL;
+  if (fl_test_compile_so(src, path) != 0) return NULL;
   memcpy(checksum_path, path, sizeof path);
   return checksum_path;
 }
@@ -271,7 +255,7 @@ static const char *leaky_so(void) {
   fclose(f);
   memcpy(leaky_src, src, sizeof src);
   snprintf(path, sizeof path, "%s/leaky.so", kernel_dir);
-  if (compile_so(src, path) != 0) return NULL;
+  if (fl_test_compile_so(src, path) != 0) return NULL;
   memcpy(leaky_path, path, sizeof path);
   return leaky_path;
 }
@@ -279,41 +263,7 @@ static const char *leaky_so(void) {
 /* A host plan whose owner is the kernel's library. */
 static fl_plan *host_plan(const char *so, const char *symbol, const fl_kind *kinds, size_t nkinds, size_t nruntime,
                           const fl_value *fixed, int grid_mode, const char *const *exprs) {
-  if (!so) return NULL;
-  fl_error err;
-  fl_host_lib *lib;
-  void *fn;
-  if (fl_host_lib_open(so, &lib, &err) != FL_OK) {
-    fprintf(stderr, "open %s: %s\n", so, err.reason);
-    return NULL;
-  }
-  if (fl_host_lib_symbol(lib, symbol, &fn, &err) != FL_OK) {
-    fprintf(stderr, "symbol %s: %s\n", symbol, err.reason);
-    fl_host_lib_release(lib);
-    return NULL;
-  }
-  fl_plan_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = symbol;
-  d.backend = FL_BACKEND_HOST;
-  d.abi.abi = FL_ABI_HOST;
-  d.kernel = fn;
-  d.owner = lib;
-  d.owner_release = fl_host_lib_release_owner;
-  d.kinds = kinds;
-  d.nkinds = nkinds;
-  d.runtime_arg_count = nruntime;
-  d.fixed_args = fixed;
-  d.grid_mode = grid_mode;
-  if (exprs)
-    for (int i = 0; i < 3; i++) d.grid_exprs[i] = exprs[i];
-  fl_plan *plan = NULL;
-  if (fl_plan_create(&d, &plan, &err) != FL_OK) {
-    fprintf(stderr, "plan %s: %s %s\n", symbol, fl_status_name(err.status), err.reason);
-    fl_host_lib_release(lib);
-    return NULL;
-  }
-  return plan;
+  return fl_test_host_plan(so, symbol, kinds, nkinds, nruntime, fixed, grid_mode, NULL, exprs, NULL);
 }
 
 /* A null-backend plan, all arguments runtime unless `fixed` is given. */

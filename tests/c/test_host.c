@@ -27,6 +27,7 @@
   X(test_owner_keeps_lib)
 #define FL_TEST_MAIN
 #include "fl_test.h"
+#include "fl_test_kernels.h"
 
 /* The ring of a host stream has this many entries (src/backends/host.c). */
 #define HOST_RING 256
@@ -67,23 +68,10 @@ static const char *kernel_so(const char *name) {
     }
     atexit(remove_kernels);
   }
-  const char *root = getenv("FL_TEST_SRC_DIR");
-  if (!root || !*root) root = FL_TEST_SRC_DIR;
-  const char *cc = getenv("CC");
-  if (!cc || !*cc) cc = "cc";
-  /* For example "-fsanitize=thread", so that the sanitizer also sees the kernels' accesses. */
-  const char *extra = getenv("FL_TEST_KERNEL_CFLAGS");
-  if (!extra) extra = "";
   snprintf(paths[slot], sizeof paths[slot], "%s/%s.so", kernel_dir, name);
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd,
-           "%s -std=c11 -D_GNU_SOURCE -O2 -Wall -Werror -shared -fPIC %s -I'%s/include' -o '%s' "
-           "'%s/tests/c/kernels/%s.c'",
-           cc, extra, root, paths[slot], root, name);
-  if (system(cmd) != 0) {
-    fprintf(stderr, "kernel build failed: %s\n", cmd);
-    return NULL;
-  }
+  char src[700];
+  snprintf(src, sizeof src, "%s/tests/c/kernels/%s.c", fl_test_root(), name);
+  if (fl_test_compile_so(src, paths[slot]) != 0) return NULL;
   names[slot] = name;
   return paths[slot];
 }
@@ -109,34 +97,9 @@ static int load_kernel(const char *file, const char *symbol, fl_host_lib **lib, 
 static int make_plan(const char *file, const char *symbol, const fl_kind *kinds, size_t nkinds, size_t nruntime,
                      const fl_value *fixed, int grid_mode, const int64_t *static_grid, const char *const *exprs,
                      const char *const *names, fl_plan **plan) {
-  fl_host_lib *lib;
-  void *fn;
-  if (load_kernel(file, symbol, &lib, &fn) != 0) return -1;
-  fl_plan_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = symbol;
-  d.backend = FL_BACKEND_HOST;
-  d.abi.abi = FL_ABI_HOST;
-  d.kernel = fn;
-  d.owner = lib;
-  d.owner_release = fl_host_lib_release_owner;
-  d.kinds = kinds;
-  d.nkinds = nkinds;
-  d.runtime_arg_count = nruntime;
-  d.fixed_args = fixed;
-  d.grid_mode = grid_mode;
-  if (static_grid)
-    for (int i = 0; i < 3; i++) d.static_grid[i] = static_grid[i];
-  if (exprs)
-    for (int i = 0; i < 3; i++) d.grid_exprs[i] = exprs[i];
-  d.arg_names = names;
-  fl_error err;
-  if (fl_plan_create(&d, plan, &err) != FL_OK) {
-    fprintf(stderr, "plan %s: %s %s\n", symbol, fl_status_name(err.status), err.reason);
-    fl_host_lib_release(lib);
-    return -1;
-  }
-  return 0;
+  *plan = fl_test_host_plan(kernel_so(file), symbol, kinds, nkinds, nruntime, fixed, grid_mode, static_grid, exprs,
+                            names);
+  return *plan ? 0 : -1;
 }
 
 /* The record kernel: kinds ptr ptr i64, all runtime. */
