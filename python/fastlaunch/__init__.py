@@ -47,13 +47,19 @@ def report(file=None, *, as_dict: bool = False):
     from fastlaunch.bind import sites
 
     rows = sorted((s.counts() for s in sites()), key=lambda r: r["site"])
+    # Sites never called (an autotuner Inductor copied for its cache, a kernel not reached yet)
+    # are counted, not listed.
+    called = [bool(r["fast"] or r["stock"] or r["promotions"] or r["refusals"]) for r in rows]
+    idle = called.count(False)
+    rows = [r for r, c in zip(rows, called) if c]
     if as_dict:
         return rows
     out = file or sys.stdout
     total_fast = sum(r["fast"] for r in rows)
     total = total_fast + sum(r["stock"] for r in rows)
     print(f"fastlaunch: {len(rows)} call sites, {total_fast} of {total} launches on the fast path"
-          + (f" ({100.0 * total_fast / total:.1f}%)" if total else ""), file=out)
+          + (f" ({100.0 * total_fast / total:.1f}%)" if total else "")
+          + (f"; {idle} bound call sites not called" if idle else ""), file=out)
     for r in rows:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(r["fallbacks"].items()))
         refusals = ", ".join(f"{k}={v}" for k, v in sorted(r["refusals"].items()))

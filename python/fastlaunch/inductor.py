@@ -1,8 +1,11 @@
 """PyTorch Inductor: one call makes torch.compile launch every Triton kernel through fastlaunch.
 
-``enable()`` wraps ``CachingAutotuner.__init__`` so that each kernel autotuner Inductor creates from
-then on gets a bound launch as its call slot: the instance attribute ``run``, which the generated
-``kernel.run(*args, stream=stream0)`` finds before the class method. ``disable()`` removes the
+``enable()`` wraps ``CachingAutotuner.__init__`` and ``__setstate__`` so that each kernel autotuner
+Inductor creates from then on gets a bound launch as its call slot: the instance attribute ``run``,
+which the generated ``kernel.run(*args, stream=stream0)`` finds before the class method. Autotuners
+reach the generated code two ways: built in this process (``__init__``), or built in a compile
+worker and unpickled here (``__setstate__``: parallel compile, the default on any machine with more
+than one core, and the statically launchable autotuners of the FX graph cache). ``disable()`` removes the
 wrapper and every slot it filled. ``FASTLAUNCH_INDUCTOR=1`` calls ``enable()`` when fastlaunch is
 imported.
 
@@ -20,7 +23,7 @@ import weakref
 
 from fastlaunch._C import FastLaunchPlanUnavailable, FinalizedLaunch, Plan
 from fastlaunch.bind import Adapter, BoundLaunch, bind
-from fastlaunch.triton import _kind_of
+from fastlaunch.triton import _kind_of, launch_options_of
 
 log = logging.getLogger("fastlaunch")
 
@@ -110,6 +113,21 @@ def _abi_from_meta(autotuner):
     return names, kinds, folded
 
 
+def _debug_mode_module():
+    """The module holding DebugMode's active count: a package from torch 2.13 on, a single module
+    before (torch 2.11, 2.12); absent before that."""
+    import importlib
+
+    for name in ("torch.utils._debug_mode._mode", "torch.utils._debug_mode"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "_ACTIVE_DEBUG_MODE_COUNT"):
+            return mod
+    return None
+
+
 class InductorAdapter(Adapter):
     """Promotion policy for Inductor's CachingAutotuner.
 
@@ -149,13 +167,9 @@ class InductorAdapter(Adapter):
                 out.append((prof, "_is_profiler_enabled", "profiler"))
         except ImportError:
             pass
-        try:
-            import torch.utils._debug_mode._mode as dm
-
-            if hasattr(dm, "_ACTIVE_DEBUG_MODE_COUNT"):
-                out.append((dm, "_ACTIVE_DEBUG_MODE_COUNT", "debug_mode"))
-        except ImportError:
-            pass
+        dm = _debug_mode_module()
+        if dm is not None:
+            out.append((dm, "_ACTIVE_DEBUG_MODE_COUNT", "debug_mode"))
         return out
 
     def ready(self, autotuner, launcher):
@@ -244,19 +258,21 @@ class InductorAdapter(Adapter):
         md = getattr(binary, "metadata", None)
         if md is None:
             raise FastLaunchPlanUnavailable("kernel_metadata_missing")
-        if (getattr(md, "global_scratch_size", 0) or 0) > 0:
-            raise FastLaunchPlanUnavailable(f"global_scratch_required:{md.global_scratch_size}")
-        if (getattr(md, "profile_scratch_size", 0) or 0) > 0:
-            raise FastLaunchPlanUnavailable(f"profile_scratch_required:{md.profile_scratch_size}")
-        hidden = int(hasattr(md, "global_scratch_size")) + int(hasattr(md, "profile_scratch_size"))
-        return {"hidden_ptrs": hidden, "num_warps": int(md.num_warps), "num_ctas": int(getattr(md, "num_ctas", 1)),
-                "shared": int(md.shared), "cooperative": bool(getattr(md, "launch_cooperative_grid", False)),
-                "pdl": bool(getattr(md, "launch_pdl", False))}
+        return launch_options_of(md)
 
 
 # ---- enable / disable ----
+def _bind_new(autotuner):
+    state = _state
+    if state:
+        b = bind(autotuner, state["adapter"])
+        if b is not None:
+            state["bound"].add(b)
+
+
 def enable(adapter: InductorAdapter | None = None) -> None:
-    """From now on, every CachingAutotuner Inductor creates gets a bound launch in its call slot."""
+    """From now on, every CachingAutotuner Inductor creates or unpickles gets a bound launch in its
+    call slot."""
     from torch._inductor.runtime import triton_heuristics as th
 
     with _lock:
@@ -266,17 +282,14 @@ def enable(adapter: InductorAdapter | None = None) -> None:
         cls = th.CachingAutotuner
         original_init = cls.__dict__["__init__"]
         original_getstate = cls.__dict__.get("__getstate__")
-        _state.update(cls=cls, init=original_init, getstate=original_getstate, adapter=adapter or InductorAdapter(),
-                      bound=weakref.WeakSet())
+        original_setstate = cls.__dict__.get("__setstate__")
+        _state.update(cls=cls, init=original_init, getstate=original_getstate, setstate=original_setstate,
+                      adapter=adapter or InductorAdapter(), bound=weakref.WeakSet())
 
         @functools.wraps(original_init)
         def __init__(self, *args, **kwargs):
             original_init(self, *args, **kwargs)
-            state = _state
-            if state:
-                b = bind(self, state["adapter"])
-                if b is not None:
-                    state["bound"].add(b)
+            _bind_new(self)
 
         def __getstate__(self):
             # The slot is runtime state: pickled autotuners leave it behind.
@@ -290,23 +303,35 @@ def enable(adapter: InductorAdapter | None = None) -> None:
                 if saved is not None:
                     vars(self)["run"] = saved
 
+        def __setstate__(self, state):
+            # An autotuner compiled in a worker process (or kept by the FX graph cache) arrives
+            # here, never through __init__.
+            if original_setstate is not None:
+                original_setstate(self, state)
+            else:
+                vars(self).update(state)
+            _bind_new(self)
+
         __init__._fastlaunch = True
+        __setstate__._fastlaunch = True
         cls.__init__ = __init__
         cls.__getstate__ = __getstate__
+        cls.__setstate__ = __setstate__
     log.info("fastlaunch: Inductor integration enabled")
 
 
 def disable() -> None:
-    """Removes the wrapper and every call slot fastlaunch filled; leaves no trace."""
+    """Removes the wrappers and every call slot fastlaunch filled; leaves no trace."""
     with _lock:
         if not _state:
             return
         cls = _state["cls"]
         cls.__init__ = _state["init"]
-        if _state["getstate"] is not None:
-            cls.__getstate__ = _state["getstate"]
-        else:
-            del cls.__getstate__
+        for name in ("getstate", "setstate"):
+            if _state[name] is not None:
+                setattr(cls, f"__{name}__", _state[name])
+            else:
+                delattr(cls, f"__{name}__")
         for b in list(_state["bound"]):
             b.uninstall()
         _state.clear()
