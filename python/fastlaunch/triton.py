@@ -66,6 +66,49 @@ def _kind_of(ty):
     return table[ty]
 
 
+def _ctas_per_cluster(metadata) -> int:
+    """How many CTAs each program of the grid becomes, as the launcher of the Triton in use counts
+    them. Triton <= 3.5 keeps `cluster_dims` (x, y, z) and, when num_ctas != 1, multiplies every grid
+    dimension by it; later versions multiply x by num_ctas. fastlaunch launches clusters along x
+    only, so a cluster with y or z extent is refused."""
+    num_ctas = int(_meta(metadata, "num_ctas", 1) or 1)
+    if num_ctas == 1:
+        return 1
+    cluster = _meta(metadata, "cluster_dims", None)
+    if cluster is None:
+        return num_ctas
+    dims = tuple(int(d) for d in cluster) + (1, 1, 1)
+    if dims[1] != 1 or dims[2] != 1:
+        raise FastLaunchPlanUnavailable(f"cluster_dims_unsupported:{dims[0]}x{dims[1]}x{dims[2]}")
+    return dims[0]
+
+
+def _refuse_instrumentation(metadata):
+    """Instrumented kernels (Triton 3.9's gsan and the like) take extra hidden arguments that their
+    launcher fills per call: refused, stably."""
+    mode = _meta(metadata, "instrumentation_mode", "") or ""
+    if str(mode).strip():
+        raise FastLaunchPlanUnavailable(f"instrumentation_unsupported:{str(mode).strip()}")
+
+
+def launch_options_of(metadata) -> dict:
+    """Plan keyword options for a Triton binary's metadata (CUDA flavour): hidden slots, warps,
+    CTAs per cluster, shared memory, cooperative and PDL. Refuses what the packed launch cannot
+    reproduce (scratch that needs an allocation per launch, instrumentation, 3-D clusters)."""
+    _refuse_instrumentation(metadata)
+    gss = int(_meta(metadata, "global_scratch_size", 0) or 0)
+    if gss > 0:
+        raise FastLaunchPlanUnavailable(f"global_scratch_required:{gss}")
+    pss = int(_meta(metadata, "profile_scratch_size", 0) or 0)
+    if pss > 0:
+        raise FastLaunchPlanUnavailable(f"profile_scratch_required:{pss}")
+    return {"hidden_ptrs": int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size")),
+            "num_warps": int(_meta(metadata, "num_warps", 4)), "num_ctas": _ctas_per_cluster(metadata),
+            "shared": int(_meta(metadata, "shared", 0)),
+            "cooperative": bool(_meta(metadata, "launch_cooperative_grid", False)),
+            "pdl": bool(_meta(metadata, "launch_pdl", False))}
+
+
 def abi_of(compiled) -> TritonABI:
     """The launch ABI of a Triton CompiledKernel (or anything with .src and .metadata alike)."""
     src = getattr(compiled, "src", None)
@@ -95,9 +138,10 @@ def abi_of(compiled) -> TritonABI:
     # The hidden trailing pointers exist from the Triton version that has the metadata field on
     # (global scratch first, profile scratch later), whatever their sizes: 0 means a null pointer.
     hidden = int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size"))
+    _refuse_instrumentation(metadata)
     return TritonABI(
         names=names, kinds=kinds, positions=positions, hidden_ptrs=hidden,
-        num_warps=int(_meta(metadata, "num_warps", 4)), num_ctas=int(_meta(metadata, "num_ctas", 1)),
+        num_warps=int(_meta(metadata, "num_warps", 4)), num_ctas=_ctas_per_cluster(metadata),
         shared=int(_meta(metadata, "shared", 0)), cooperative=bool(_meta(metadata, "launch_cooperative_grid", False)),
         pdl=bool(_meta(metadata, "launch_pdl", False)),
         global_scratch_size=int(_meta(metadata, "global_scratch_size", 0) or 0),

@@ -200,3 +200,56 @@ def test_tuple_arguments_are_flattened():
     assert abi.names == ["t.0", "t.1", "n", "u.0"]
     assert abi.positions == [(0, 0), (0, 1), (1, None), (2, 0)]
     assert abi.hidden_ptrs == 2
+
+
+def test_clusters_as_each_triton_launches_them():
+    """Triton <= 3.5 multiplies the grid by metadata.cluster_dims when num_ctas != 1; later
+    versions multiply x by num_ctas. The plan's CTAs per program follow whichever the binary has."""
+    from fastlaunch.triton import launch_options_of
+
+    assert launch_options_of({"num_warps": 4, "num_ctas": 1, "shared": 0, "cluster_dims": (4, 1, 1)})["num_ctas"] == 1
+    assert launch_options_of({"num_warps": 4, "num_ctas": 2, "shared": 0, "cluster_dims": (4, 1, 1)})["num_ctas"] == 4
+    assert launch_options_of({"num_warps": 4, "num_ctas": 2, "shared": 0, "cluster_dims": [2]})["num_ctas"] == 2
+    assert launch_options_of({"num_warps": 4, "num_ctas": 4, "shared": 0})["num_ctas"] == 4
+    for dims in ((2, 2, 1), (1, 1, 2)):
+        with pytest.raises(FastLaunchPlanUnavailable) as e:
+            launch_options_of({"num_warps": 4, "num_ctas": 4, "shared": 0, "cluster_dims": dims})
+        assert e.value.stable and e.value.reason == "cluster_dims_unsupported:%dx%dx%d" % dims
+
+    class Src:
+        class fn:
+            arg_names = ["p", "n"]
+
+        signature = {"p": "*fp32", "n": "i32"}
+        constants = {}
+
+    class Old:
+        src = Src()
+        metadata = {"num_warps": 4, "num_ctas": 2, "shared": 0, "cluster_dims": (2, 1, 1)}
+
+    assert abi_of(Old()).num_ctas == 2
+    Old.metadata = dict(Old.metadata, cluster_dims=(1, 2, 1))
+    with pytest.raises(FastLaunchPlanUnavailable, match="cluster_dims_unsupported:1x2x1"):
+        abi_of(Old())
+
+
+def test_instrumented_kernels_are_refused():
+    """Triton 3.9's instrumentation modes (gsan adds three hidden arguments its launcher fills per
+    call) cannot go through a plan."""
+    from fastlaunch.triton import launch_options_of
+
+    for md in ({"instrumentation_mode": "gsan", "num_warps": 4},
+               {"instrumentation_mode": " gsan,other ", "num_warps": 4}):
+        with pytest.raises(FastLaunchPlanUnavailable) as e:
+            launch_options_of(md)
+        assert e.value.stable and e.value.reason.startswith("instrumentation_unsupported:gsan")
+    assert launch_options_of({"instrumentation_mode": "", "num_warps": 4})["num_warps"] == 4
+    ck = compile_sm90(K.vadd, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                      {"BLOCK": 128})
+
+    class Instrumented:
+        src = ck.src
+        metadata = dict(ck.metadata._asdict(), instrumentation_mode="gsan")
+
+    with pytest.raises(FastLaunchPlanUnavailable, match="instrumentation_unsupported:gsan"):
+        plan_from_compiled(Instrumented(), backend="null", grid=(1,))
