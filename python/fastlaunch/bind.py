@@ -177,9 +177,9 @@ class BoundLaunch:
             self._promote(launcher, args)
         return result
 
-    def _entry_fallback(self, reason, stable, args, kwargs):
-        """Called by the C entry when it cannot launch this call; nothing was submitted. Each
-        branch counts the reason once (_stock counts its own)."""
+    def entry_fallback(self, reason, stable, args, kwargs):
+        """Called by the C entry (FinalizedLaunch) when it cannot launch this call; nothing was
+        submitted. Each branch counts the reason once (_stock counts its own)."""
         stream = kwargs.pop("stream", None)
         if reason in ("launch_hooks", "launcher_changed"):
             self.stats.fallbacks[reason] += 1
@@ -318,10 +318,39 @@ class BoundLaunch:
             self._plan_launcher = None
             self.install(self)
 
-    # ---- reporting ----
+    # ---- public seams (tools, tests, the C entry) ----
+    def promote(self, args, launcher=None) -> bool:
+        """Tries a promotion now, for `launcher` (default: the autotuner's one final launcher) and a
+        call's positional args, as the next call would after warm-up. True when a plan was built;
+        a stable refusal negative-caches the launcher as usual."""
+        launcher = launcher if launcher is not None else self._stable_launcher()
+        if launcher is None:
+            return False
+        self._warm = True
+        self._drop_plan()
+        return self._promote(launcher, tuple(args))
+
     @property
     def entry(self):
+        """The FinalizedLaunch in the slot while promoted, else None."""
         return self._entry
+
+    @property
+    def plan(self):
+        """The plan of the current promotion, or None."""
+        return self._plan
+
+    @property
+    def planned_launcher(self):
+        """The launcher the current plan was built from, or None."""
+        return self._plan_launcher
+
+    @property
+    def negative_launcher(self):
+        """The launcher in the negative cache (its calls skip the fast path), or None."""
+        return self._negative_launcher
+
+    # ---- reporting ----
 
     def counts(self) -> dict:
         entry_fast = 0

@@ -1,6 +1,6 @@
 /* entry.c: FinalizedLaunch, the object installed into a generated call slot. Its vectorcall checks
  * in C only what can change between calls, then launches the plan; anything else goes back to the
- * bound launch (a Python object) through its _entry_fallback method. */
+ * bound launch (a Python object) through its entry_fallback method. */
 #include "ext.h"
 
 typedef struct {
@@ -18,7 +18,7 @@ typedef struct {
   unsigned long long fallbacks;
 } EntryObject;
 
-/* Hands the call to the bound launch: bound._entry_fallback(reason, stable, args, kwargs). The
+/* Hands the call to the bound launch: bound.entry_fallback(reason, stable, args, kwargs). The
  * reason is `reason_str` (decoded leniently: it may be cut inside a character) or, when given,
  * `reason_given`. */
 static Py_NO_INLINE PyObject *fallback_obj(EntryObject *self, const char *reason_str, PyObject *reason_given, bool stable,
@@ -173,7 +173,7 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
   }
   if (!PyObject_HasAttr(bound, st->str_fallback)) {
-    PyErr_SetString(PyExc_TypeError, "bound: needs an _entry_fallback(reason, stable, args, kwargs) method");
+    PyErr_SetString(PyExc_TypeError, "bound: needs an entry_fallback(reason, stable, args, kwargs) method");
     return NULL;
   }
   EntryObject *self = (EntryObject *)type->tp_alloc(type, 0);

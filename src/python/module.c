@@ -444,7 +444,7 @@ static int module_exec(PyObject *module) {
   st->str_data_ptr = PyUnicode_InternFromString("data_ptr");
   st->str_stream = PyUnicode_InternFromString("stream");
   st->str_grid = PyUnicode_InternFromString("grid");
-  st->str_fallback = PyUnicode_InternFromString("_entry_fallback");
+  st->str_fallback = PyUnicode_InternFromString("entry_fallback");
   if (!st->str_data_ptr || !st->str_stream || !st->str_grid || !st->str_fallback) return -1;
   if (fl_ext_add_errors(module, st) < 0) return -1;
   if (fl_ext_add_host_kernel_type(module, st) < 0) return -1;

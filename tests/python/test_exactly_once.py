@@ -72,7 +72,7 @@ def test_exactly_once(kernels, point):
             if armed and (point in C_POINTS or point == "everything"):
                 # Arm the fault on the fast path's current plan (re-armed when it changes); the
                 # stock path's own launches are left alone.
-                plan = bound._plan
+                plan = bound.plan
                 if plan is not None and plan is not armed_plan:
                     fired += _C.fault_fired()
                     p = rng.choice(C_POINTS) if point == "everything" else point

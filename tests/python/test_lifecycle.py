@@ -168,9 +168,9 @@ def test_negative_cache_calls_launcher_directly(kernels, buf, stream):
 def test_category_mismatch_is_a_stable_refusal(kernels, buf, stream):
     site = Site(kernels, buf, stream)
     launcher = site.at.launchers[0]
-    assert site.bound._promote(launcher, (site.counts.arg, 0, 1.5)) is False
+    assert site.bound.promote((site.counts.arg, 0, 1.5), launcher) is False
     assert site.bound.counts()["negative"] == "runtime_arg_category_mismatch:2:i32"
-    assert site.bound._promote(launcher, (site.counts.arg, 0, 7)) is True
+    assert site.bound.promote((site.counts.arg, 0, 7), launcher) is True
 
 
 def test_negative_cache_invalidated_when_launcher_changes(kernels, buf, stream):
@@ -294,13 +294,13 @@ def test_stable_launch_refusal_negative_caches(kernels, buf, stream):
     path and negative-caches the launcher: later calls skip the plan."""
     site = Site(kernels, buf, stream)
     site.call()
-    launcher = site.bound._plan_launcher
-    site.bound._entry_fallback("args_size_mismatch:2:3", True, (site.counts.arg, 1, 100), {"stream": stream.handle})
+    launcher = site.bound.planned_launcher
+    site.bound.entry_fallback("args_size_mismatch:2:3", True, (site.counts.arg, 1, 100), {"stream": stream.handle})
     assert site.bound.counts()["negative"] == "args_size_mismatch:2:3" and "run" in vars(site.at)
     assert not isinstance(site.slot, FinalizedLaunch)
     site.next_id = 2
     site.call()
-    assert site.adapter.direct_calls == 1 and site.bound._negative_launcher is launcher
+    assert site.adapter.direct_calls == 1 and site.bound.negative_launcher is launcher
     assert site.executions() == [1, 1, 1]
 
 
@@ -383,7 +383,7 @@ def test_hooks_after_a_launcher_change_use_the_new_launcher(kernels, buf, stream
     finally:
         host.hooks.launch_enter_hook.remove(seen.append)
     assert seen, "the hook did not see the call"
-    assert site.bound._plan_launcher is not old_entry.launcher
+    assert site.bound.planned_launcher is not old_entry.launcher
     assert site.executions() == [1, 1, 1]
 
 
@@ -392,7 +392,7 @@ def test_uninstalled_bound_never_refills_the_slot(kernels, buf, stream):
     site.call()
     bound = site.bound
     bound.uninstall()
-    assert bound._promote(site.at.launchers[0], (site.counts.arg, 0, 10)) is True
+    assert bound.promote((site.counts.arg, 0, 10), site.at.launchers[0]) is True
     assert "run" not in vars(site.at)
 
 
