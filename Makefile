@@ -9,7 +9,7 @@ ASAN := build/sanitize
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.13.0 triton
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
-.PHONY: all test bench bench-quick ctest ctest-sanitize pytest clean
+.PHONY: all test test-versions bench bench-quick ctest ctest-sanitize pytest clean
 
 all: $(VENV)/.installed
 
@@ -42,6 +42,12 @@ pytest: $(VENV)/.installed
 	cd tests/python && ../../$(VPY) -m pytest -q
 
 test: ctest ctest-sanitize pytest
+
+# The Python suite on every supported torch (2.9 to 2.15, each with the Triton it requires) on
+# Python 3.11 and 3.12: venvs built once with uv and cached under ~/.cache/fastlaunch/versions
+# (several GB, CUDA builds of torch), never part of `make test`. Prints a table; fails if any pair does.
+test-versions:
+	$(PYTHON) tools/test-versions $(VERSIONS_ARGS)
 
 # The main job: the C benchmark of a planned launch against deriving the layout per call, then
 # every launch path from Python side by side, on the host backend and on the null backend.
