@@ -325,10 +325,13 @@ typedef struct fl_grid_program fl_grid_program;
  * (lowest precedence, right-associative), which evaluates only the branch C chooses, so
  * `0 if d == 0 else n // d` never divides by zero. Refuses anything outside the language with
  * FL_BAD_GRID_PROGRAM and a reason naming the position ("grid_expr_syntax:<offset>:expected 'else'"
- * and others). Subexpressions without variables are folded at compile time; one that always fails
- * and always runs (not merely in a branch that may be chosen) is refused as
- * "grid_expr_const_<error>". A failing constant in a branch that may run fails only if it runs;
- * one in a branch a constant condition never chooses is dropped, as Python never evaluates it. */
+ * and others). Operations on constants are folded at compile time when they succeed; one that would
+ * fail (division by zero, overflow, negative shift) is kept and fails only if and when it is
+ * evaluated, with the FL_GRID_EVAL error of the first failure in evaluation order. A constant
+ * condition keeps only the branch it chooses. A program that reads no variable is evaluated once at
+ * compile time and refused as "grid_expr_const_<error>" when that fails: `1 // 0` and
+ * `n if 0 else 1 // 0` are refused, while `n + 1 // 0` compiles and fails with "grid_div_by_zero"
+ * whenever it is evaluated. */
 FL_EXTERN fl_status fl_grid_program_compile(const char *expr, const char *const *names, size_t nnames,
                                             fl_grid_program **program, fl_error *err);
 /* Evaluates with Python's integer semantics on int64: floor division and modulo, arithmetic shifts;

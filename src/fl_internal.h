@@ -56,7 +56,9 @@ size_t fl__kind_size(int abi, fl_kind kind);
 size_t fl__kind_align(int abi, fl_kind kind);
 
 /* ---- grid programs (grid.c) ---- */
-/* Replaces variable `var` by the constant `value` and folds constants again. */
+/* Replaces variable `var` by the constant `value` and folds constants again. Refused
+ * (grid_expr_const_*) only when no variable is left and the result fails; a refusal leaves the
+ * program unchanged. */
 fl_status fl__grid_program_substitute(fl_grid_program *program, size_t var, int64_t value, fl_error *err);
 /* True when the program reads variable `var`. */
 bool fl__grid_program_uses_var(const fl_grid_program *program, size_t var);

@@ -9,10 +9,11 @@ precedence) are evaluated three ways:
   (in evaluation order) that fails or leaves int64: what fastlaunch must report instead;
 * fastlaunch._C.grid_eval.
 
-fastlaunch folds constant subexpressions when it compiles, so a failing all-constant part is
-refused at compile time (grid_expr_const_*) before anything is evaluated; otherwise the first
-failure in evaluation order is the runtime reason (grid_overflow, grid_div_by_zero,
-grid_negative_shift).
+fastlaunch folds constant subexpressions that succeed when it compiles and keeps those that would
+fail, so the first failure in evaluation order is the runtime reason (grid_overflow,
+grid_div_by_zero, grid_negative_shift). A constant condition keeps only the branch it chooses. An
+expression that reads no variable after that is evaluated once at compile time and, if it fails,
+refused there (grid_expr_const_*).
 """
 
 from __future__ import annotations
@@ -124,28 +125,28 @@ def is_constant(node) -> bool:
     return all(is_constant(c) for c in children(node))
 
 
-def first_constant_failure(node):
-    """The first all-constant subexpression (in evaluation order) that fails, as fastlaunch's
-    folding sees it, or None."""
-    if is_constant(node):
+def reads_variable(node) -> bool:
+    """True when the compiled program still reads a name: a constant condition that evaluates
+    keeps only its chosen branch, as fastlaunch's folding does."""
+    if isinstance(node, ast.Name):
+        return False if node.id in ("min", "max") else True
+    if isinstance(node, ast.IfExp) and is_constant(node.test):
         try:
-            evaluate(node, {}, True)
-        except Fail as f:
-            return f.kind
-        return None
-    for child in children(node):
-        kind = first_constant_failure(child)
-        if kind:
-            return kind
-    return None
+            chosen = node.body if evaluate(node.test, {}, True) else node.orelse
+        except Fail:
+            return any(reads_variable(c) for c in children(node))
+        return reads_variable(chosen)
+    return any(reads_variable(c) for c in children(node))
 
 
 def expected_outcome(expr: str, env):
     """('value', v) or ('error', reason prefix) for fastlaunch."""
     tree = ast.parse(expr, mode="eval")
-    kind = first_constant_failure(tree)
-    if kind:
-        return "error", f"grid_expr_const_{kind}"
+    if not reads_variable(tree):
+        try:
+            return "value", evaluate(tree, {}, True)
+        except Fail as f:
+            return "error", f"grid_expr_const_{f.kind}"
     try:
         return "value", evaluate(tree, env, True)
     except Fail as f:
@@ -339,12 +340,16 @@ def test_int64_edges():
         ("-((x) // -(y))", [5, 0], "grid_div_by_zero"),
         ("x << y", [1, -1], "grid_negative_shift"),
         ("x >> y", [0, -1], "grid_negative_shift"),
-        ("x + (1 // 0)", [1], "grid_expr_const_div_by_zero"),
-        ("x + (9223372036854775807 + 1)", [1], "grid_expr_const_overflow"),
+        # A failing constant part is kept, not folded: it fails when it runs, in evaluation order.
+        ("x + (1 // 0)", [1], "grid_div_by_zero"),
+        ("x + (9223372036854775807 + 1)", [1], "grid_overflow"),
         ("x << -(1)", [1], "grid_negative_shift"),
-        ("x + (1 << -1)", [1], "grid_expr_const_negative_shift"),
-        # A constant failure is found when compiling, before an earlier runtime failure.
-        ("x // y + 2 // 0", [1, 0], "grid_expr_const_div_by_zero"),
+        ("x + (1 << -1)", [1], "grid_negative_shift"),
+        ("x // y + 2 // 0", [1, 0], "grid_div_by_zero"),
+        # Without a variable left, the failure is found when compiling.
+        ("(1 << -1) + 2", [1], "grid_expr_const_negative_shift"),
+        ("x if 0 else 1 // 0", [1], "grid_expr_const_div_by_zero"),
+        ("9223372036854775807 + 1", [1], "grid_expr_const_overflow"),
     ]
     for expr, values, reason in cases:
         with pytest.raises(fastlaunch.FastLaunchError) as info:
