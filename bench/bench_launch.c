@@ -93,7 +93,7 @@ static inline fl_status launch_unplanned(launcher *l, fl_error *err) {
   fl_status st;
   for (size_t i = 0; i < c->nargs; i++)
     if ((st = fl_kind_parse(c->sig[i], &kinds[i], err)) != FL_OK) return st;
-  fl_abi_options abi;
+  fl_target abi;
   memset(&abi, 0, sizeof abi);
   abi.abi = FL_ABI_HOST;
   if ((st = fl_layout_compute(&abi, kinds, c->nargs, &layout, offsets, err)) != FL_OK) return st;
@@ -109,7 +109,7 @@ static inline fl_status launch_unplanned(launcher *l, fl_error *err) {
   grid[0] = (uint32_t)g[0];
   grid[1] = (uint32_t)g[1];
   grid[2] = (uint32_t)g[2];
-  return l->caller->be->submit(l->caller, l->stream, buf, layout.size, grid, err);
+  return l->caller->base->submit(l->caller, l->stream, buf, layout.size, grid, err);
 }
 
 static void run_loop(launcher *l, int mode, long iters) {
@@ -126,7 +126,7 @@ static void run_loop(launcher *l, int mode, long iters) {
       break;
     default:
       for (long i = 0; i < iters; i++)
-        if (l->caller->be->submit(l->caller, l->stream, l->packed, l->packed_size, l->packed_grid, &err) != FL_OK)
+        if (l->caller->base->submit(l->caller, l->stream, l->packed, l->packed_size, l->packed_grid, &err) != FL_OK)
           failures++;
       break;
   }
@@ -238,7 +238,7 @@ static fl_plan *make_plan(int backend, void *kernel, fl_host_lib *lib, const ben
   memset(&d, 0, sizeof d);
   d.name = c->name;
   d.backend = backend;
-  d.abi.abi = FL_ABI_HOST;
+  d.target.abi = FL_ABI_HOST;
   if (backend == FL_BACKEND_HOST) {
     d.kernel = kernel;
     fl_host_lib_retain(lib);

@@ -46,8 +46,8 @@ typedef enum fl_status {
   FL_STATUS_COUNT
 } fl_status;
 
-FL_EXTERN const char *fl_status_name(int status);    /* "BAD_VALUE"; "UNKNOWN" when out of range */
-FL_EXTERN const char *fl_status_message(int status); /* a sentence */
+FL_EXTERN const char *fl_status_name(fl_status status);    /* "BAD_VALUE"; "UNKNOWN" when out of range */
+FL_EXTERN const char *fl_status_message(fl_status status); /* a sentence */
 
 #define FL_REASON_MAX 160
 
@@ -56,7 +56,7 @@ FL_EXTERN const char *fl_status_message(int status); /* a sentence */
  * `backend_submitted` is true only when the launch may have reached the device queue (never retry
  * such a launch); `stable` is true when the same plan or descriptor would fail the same way again. */
 typedef struct fl_error {
-  int status; /* an fl_status */
+  fl_status status;
   bool backend_submitted;
   bool stable;
   char reason[FL_REASON_MAX];
@@ -83,36 +83,58 @@ typedef enum fl_kind {
   FL_KIND_COUNT
 } fl_kind;
 
-FL_EXTERN const char *fl_kind_name(int kind); /* "ptr", "i32", ...; NULL when out of range */
+FL_EXTERN const char *fl_kind_name(fl_kind kind); /* "ptr", "i32", ...; NULL when out of range */
 /* Parses a kind name ("ptr", "i32", "fp16", ...) or a Triton signature entry ("*fp32", "*i8",
  * "i32", "fp16", "u1"). "constexpr" is not a kind: it returns FL_BAD_KIND. */
 FL_EXTERN fl_status fl_kind_parse(const char *text, fl_kind *out, fl_error *err);
-FL_EXTERN bool fl_kind_is_int(int kind);   /* i1..u64 */
-FL_EXTERN bool fl_kind_is_float(int kind); /* fp16..fp64 */
+FL_EXTERN bool fl_kind_is_int(fl_kind kind);   /* i1..u64 */
+FL_EXTERN bool fl_kind_is_float(fl_kind kind); /* fp16..fp64 */
 
 /* ---------------------------------------------------------------------------------------------
- * ABI flavours: how a backend lays out the packed argument buffer.
+ * Targets: an ABI flavour (how the packed argument buffer is laid out) and the options of that
+ * flavour, for the layout and for the launch. Only the options of the target's own flavour are
+ * read; fl_target_set sets one by name, refusing names the flavour does not have.
  * ------------------------------------------------------------------------------------------- */
 typedef enum fl_abi { FL_ABI_HOST, FL_ABI_CUDA, FL_ABI_NPU, FL_ABI_COUNT } fl_abi;
 
-FL_EXTERN const char *fl_abi_name(int abi); /* "host", "cuda", "npu" */
+FL_EXTERN const char *fl_abi_name(fl_abi abi); /* "host", "cuda", "npu"; NULL when out of range */
+FL_EXTERN fl_status fl_abi_parse(const char *name, fl_abi *out, fl_error *err);
 
 #define FL_CUDA_MAX_HIDDEN_PTRS 2
 #define FL_NPU_MAX_SCRATCH 2
 
-typedef struct fl_abi_options {
-  int abi; /* an fl_abi */
-  /* cuda: trailing hidden pointer slots (global scratch, then profile scratch), zeroed. */
-  uint32_t cuda_hidden_ptrs;
-  /* npu: leading FFTS address slot. */
-  bool npu_ffts;
-  /* npu: a pure-SIMT kernel has no sync-lock and workspace slots. */
-  bool npu_simt_only;
-  /* npu: trailing DTData pointer (always present in newer Triton-Ascend). */
-  bool npu_dtdata;
-  /* npu: pointer-width scratch slots after the grid (pure SIMT only), 0..2. */
-  uint32_t npu_scratch;
-} fl_abi_options;
+typedef struct fl_cuda_options {
+  uint32_t hidden_ptrs; /* layout: trailing pointer slots (global, then profile scratch), zeroed */
+  uint32_t num_warps;   /* block = 32 x num_warps; 0 means 4 */
+  uint32_t num_ctas;    /* CTAs per cluster along x; 0 means 1 */
+  uint32_t shared_mem;  /* dynamic shared memory in bytes */
+  bool cooperative;     /* cooperative launch */
+  bool pdl;             /* programmatic dependent launch */
+} fl_cuda_options;
+
+typedef struct fl_npu_options {
+  bool ffts;             /* layout: leading FFTS address slot */
+  bool simt_only;        /* layout: a pure-SIMT kernel has no sync-lock and workspace slots */
+  bool dtdata;           /* layout: trailing DTData pointer (newer Triton-Ascend) */
+  uint32_t scratch;      /* layout: pointer-width scratch slots after the grid (pure SIMT), 0..2 */
+  uint64_t ffts_addr;    /* the FFTS address for the template; 0: the backend asks its runtime */
+  bool simt;             /* launch: attach the dynamic UB size attribute */
+  uint32_t dyn_ubuf;     /* its value */
+  uint32_t clamp_blocks; /* clamp the block count to this (the core count); 0 means no clamp */
+} fl_npu_options;
+
+typedef struct fl_target {
+  fl_abi abi;
+  fl_cuda_options cuda; /* read when abi is FL_ABI_CUDA */
+  fl_npu_options npu;   /* read when abi is FL_ABI_NPU */
+} fl_target;
+
+/* Sets the option `name` of the target's flavour ("num_warps", "clamp_blocks", ...) to `value`.
+ * FL_BAD_DESCRIPTOR "option_unknown:<flavour>:<name>" for a name the flavour does not have,
+ * "option_out_of_range:<name>" for a value its field cannot hold. */
+FL_EXTERN fl_status fl_target_set(fl_target *target, const char *name, int64_t value, fl_error *err);
+/* The option names of a flavour, for messages: the i-th, or NULL past the last. */
+FL_EXTERN const char *fl_target_option_name(fl_abi abi, size_t i);
 
 /* The layout of a packed argument buffer. Offsets are in bytes; -1 means "no such slot". */
 typedef struct fl_layout {
@@ -124,9 +146,9 @@ typedef struct fl_layout {
   uint32_t hidden_count; /* number of pointer-width hidden slots that follow */
 } fl_layout;
 
-/* Lays out `nkinds` arguments for a flavour. `offsets` (may be NULL) receives one offset per
+/* Lays out `nkinds` arguments for a target. `offsets` (may be NULL) receives one offset per
  * argument. Refuses unknown kinds and bad options with a reason. */
-FL_EXTERN fl_status fl_layout_compute(const fl_abi_options *abi, const fl_kind *kinds, size_t nkinds,
+FL_EXTERN fl_status fl_layout_compute(const fl_target *target, const fl_kind *kinds, size_t nkinds,
                                       fl_layout *layout, size_t *offsets, fl_error *err);
 
 /* ---------------------------------------------------------------------------------------------
@@ -143,7 +165,7 @@ typedef enum fl_value_type {
 } fl_value_type;
 
 typedef struct fl_value {
-  int32_t type; /* an fl_value_type */
+  fl_value_type type;
   union {
     int64_t i;
     uint64_t u;
@@ -160,14 +182,10 @@ static inline fl_value fl_float(double f) { fl_value x; x.type = FL_VALUE_FLOAT;
 static inline fl_value fl_ptr(const void *p) { fl_value x; x.type = FL_VALUE_PTR; x.v.p = (uint64_t)(uintptr_t)p; return x; }
 static inline fl_value fl_none(void) { fl_value x; x.type = FL_VALUE_NONE; x.v.u = 0; return x; }
 
-/* Converts one value to `kind` for `abi` and writes it at `dst` (which must have room for the
- * kind's slot size in that flavour). `index` only names the argument in the reason. */
-FL_EXTERN fl_status fl_pack_value(int abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
+/* Converts one value to `kind` for flavour `abi` and writes it at `dst` (which must have room for
+ * the kind's slot size in that flavour). `index` only names the argument in the reason. */
+FL_EXTERN fl_status fl_pack_value(fl_abi abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
                                   fl_error *err);
-/* Round-to-nearest-even conversions used by the packer, exposed for tests and tools. They return
- * false when the finite value overflows the format (infinities and NaN convert). */
-FL_EXTERN bool fl_double_to_fp16(double x, uint16_t *out);
-FL_EXTERN bool fl_double_to_bf16(double x, uint16_t *out);
 
 /* ---------------------------------------------------------------------------------------------
  * Backends and streams.
@@ -180,8 +198,27 @@ typedef enum fl_backend_id {
   FL_BACKEND_COUNT
 } fl_backend_id;
 
-FL_EXTERN const char *fl_backend_name(int backend);
+FL_EXTERN const char *fl_backend_name(fl_backend_id backend); /* NULL when out of range */
 FL_EXTERN fl_status fl_backend_parse(const char *name, fl_backend_id *out, fl_error *err);
+
+/* What a plan's kernel handle is, for a backend. */
+typedef enum fl_kernel_kind {
+  FL_KERNEL_NONE,    /* the backend runs nothing: the handle is ignored and may be NULL */
+  FL_KERNEL_HOST_FN, /* an fl_host_kernel_fn from a library opened with fl_host_lib_open */
+  FL_KERNEL_HANDLE   /* the device runtime's own handle (a CUfunction, an Ascend function) */
+} fl_kernel_kind;
+
+/* Everything a caller needs to know of a backend to build plans for it, from the backend's own
+ * table: no layer above needs to know a backend by name. */
+typedef struct fl_backend_info {
+  const char *name;
+  fl_abi default_abi;    /* the flavour its kernels use */
+  unsigned abi_mask;     /* bit (1u << fl_abi) for each flavour it accepts */
+  fl_kernel_kind kernel; /* what it takes as the kernel handle */
+  bool own_streams;      /* streams come from fl_stream_create (else: the framework's raw stream) */
+} fl_backend_info;
+
+FL_EXTERN fl_status fl_backend_info_get(fl_backend_id backend, fl_backend_info *info, fl_error *err);
 /* Loads the backend if needed (dlopen for cuda and npu). FL_BACKEND_UNAVAILABLE with the loader's
  * own words in the reason when it cannot load. */
 FL_EXTERN fl_status fl_backend_load(fl_backend_id backend, fl_error *err);
@@ -212,7 +249,7 @@ typedef void (*fl_host_kernel_fn)(const void *args, const fl_host_program *progr
 
 typedef struct fl_host_lib fl_host_lib;
 
-/* Opens a shared object (dlopen); the dlerror() text is in the reason on failure. */
+/* Opens a shared object (dlopen); the loader's own words are in the reason on failure. */
 FL_EXTERN fl_status fl_host_lib_open(const char *path, fl_host_lib **lib, fl_error *err);
 FL_EXTERN fl_status fl_host_lib_symbol(fl_host_lib *lib, const char *name, void **symbol, fl_error *err);
 FL_EXTERN void fl_host_lib_retain(fl_host_lib *lib);
@@ -223,18 +260,6 @@ FL_EXTERN void fl_host_lib_release_owner(void *lib);
 typedef struct fl_plan fl_plan;
 
 /* ---------------------------------------------------------------------------------------------
- * CUDA modules: a cubin (or PTX) image loaded into the current context, for callers that bring
- * their own binary. Triton kernels need none of this: their CUfunction goes into the plan as is.
- * ------------------------------------------------------------------------------------------- */
-FL_EXTERN fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module,
-                                        fl_error *err);
-FL_EXTERN void fl_cuda_module_unload(void *module);
-/* The driver's floor for benchmarks: n launches of a cuda plan's kernel with cuLaunchKernel and a
- * parameter array over `packed` (a buffer laid out as the plan's), timed in nanoseconds. */
-FL_EXTERN fl_status fl_cuda_launch_loop(const fl_plan *plan, uint64_t stream, const void *packed,
-                                        const uint32_t grid[3], uint64_t n, uint64_t *ns, fl_error *err);
-
-/* ---------------------------------------------------------------------------------------------
  * Plans.
  * ------------------------------------------------------------------------------------------- */
 typedef enum fl_grid_mode {
@@ -243,46 +268,28 @@ typedef enum fl_grid_mode {
   FL_GRID_PROGRAM  /* three expressions over the integer arguments, evaluated per launch */
 } fl_grid_mode;
 
-typedef struct fl_launch_config {
-  /* cuda */
-  uint32_t num_warps;      /* block = 32 x num_warps; 0 means 4 */
-  uint32_t num_ctas;       /* cluster size; 0 means 1 */
-  uint32_t shared_mem;     /* dynamic shared memory in bytes */
-  bool cooperative;        /* cooperative launch */
-  bool pdl;                /* programmatic dependent launch */
-  /* npu */
-  bool npu_simt;           /* attach the dynamic UB size attribute */
-  uint32_t npu_dyn_ubuf;   /* its value */
-  uint32_t npu_clamp_blocks; /* clamp the block count to this (the core count); 0 means no clamp */
-} fl_launch_config;
-
 typedef struct fl_plan_desc {
-  const char *name;  /* kernel name, for messages; may be NULL */
-  int backend;       /* an fl_backend_id */
-  fl_abi_options abi;
-  /* The kernel: a function pointer for host, a CUfunction for cuda, an aclrtFuncHandle for npu.
-   * Unused by null. */
+  const char *name;       /* kernel name, for messages; may be NULL */
+  fl_backend_id backend;
+  fl_target target;       /* the flavour (one the backend accepts) and its options */
+  /* The kernel handle, as fl_backend_info.kernel says for the backend. */
   void *kernel;
-  /* Whatever owns the kernel handle; released when the plan is destroyed (may be NULL). */
+  /* Whatever owns the kernel handle; released when the plan is destroyed (may be NULL). The last
+   * fl_plan_release calls it, on whatever thread drops the last reference: a backend's worker
+   * thread included (a host stream holds a reference while a launch is queued). */
   void *owner;
   void (*owner_release)(void *owner);
   const fl_kind *kinds;
   size_t nkinds;
   size_t runtime_arg_count;  /* the first runtime_arg_count args come with each launch */
   const fl_value *fixed_args;/* nkinds - runtime_arg_count values, written into the template */
-  int grid_mode;             /* an fl_grid_mode */
+  fl_grid_mode grid_mode;
   int64_t static_grid[3];    /* FL_GRID_STATIC */
   const char *grid_exprs[3]; /* FL_GRID_PROGRAM: one expression per dimension */
   /* Names by which grid expressions refer to arguments (nkinds entries, may be NULL). An argument
    * can always be named $N. Fixed integer arguments are folded into constants. */
   const char *const *arg_names;
-  fl_launch_config config;
-  /* npu: the FFTS address written into the template (taken from the runtime by the caller or the
-   * backend). */
-  uint64_t npu_ffts_addr;
 } fl_plan_desc;
-
-typedef struct fl_plan fl_plan;
 
 /* Builds a plan: validates the descriptor, the fixed arguments and the static grid once. */
 FL_EXTERN fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **plan, fl_error *err);
@@ -295,8 +302,9 @@ FL_EXTERN size_t fl_plan_arg_offset(const fl_plan *plan, size_t index); /* SIZE_
 FL_EXTERN size_t fl_plan_nargs(const fl_plan *plan);
 FL_EXTERN size_t fl_plan_runtime_arg_count(const fl_plan *plan);
 FL_EXTERN fl_kind fl_plan_arg_kind(const fl_plan *plan, size_t index);
-FL_EXTERN int fl_plan_backend(const fl_plan *plan);
-FL_EXTERN int fl_plan_grid_mode(const fl_plan *plan);
+FL_EXTERN fl_backend_id fl_plan_backend(const fl_plan *plan);
+FL_EXTERN fl_abi fl_plan_abi(const fl_plan *plan);
+FL_EXTERN fl_grid_mode fl_plan_grid_mode(const fl_plan *plan);
 FL_EXTERN const char *fl_plan_name(const fl_plan *plan);
 /* Copies the template buffer (fixed args, static grid, FFTS address) into `dst` (size bytes). */
 FL_EXTERN fl_status fl_plan_template(const fl_plan *plan, void *dst, size_t size, fl_error *err);
@@ -311,60 +319,6 @@ FL_EXTERN fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_val
  * backend's limits, without launching. */
 FL_EXTERN fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *args, size_t nargs,
                                          const int64_t *grid, uint32_t out[3], fl_error *err);
-
-/* ---------------------------------------------------------------------------------------------
- * Grid programs, also usable alone (tools and tests).
- * ------------------------------------------------------------------------------------------- */
-typedef struct fl_grid_program fl_grid_program;
-
-/* Compiles one expression. `names` (nnames entries, may be NULL) name the variables; $N names
- * variable N. The language is Python's integer expressions, with Python's precedence: decimal
- * literals, + - * // % << >>, unary + -, min(...), max(...), cdiv(a, b) and ceildiv(a, b) (ceiling
- * division), one comparison == != < <= > >= (1 when true, 0 when false; a chained a < b < c is
- * refused with "grid_expr_syntax:<offset>:chained comparison"), and the conditional `A if C else B`
- * (lowest precedence, right-associative), which evaluates only the branch C chooses, so
- * `0 if d == 0 else n // d` never divides by zero. Refuses anything outside the language with
- * FL_BAD_GRID_PROGRAM and a reason naming the position ("grid_expr_syntax:<offset>:expected 'else'"
- * and others). Operations on constants are folded at compile time when they succeed; one that would
- * fail (division by zero, overflow, negative shift) is kept and fails only if and when it is
- * evaluated, with the FL_GRID_EVAL error of the first failure in evaluation order. A constant
- * condition keeps only the branch it chooses. A program that reads no variable is evaluated once at
- * compile time and refused as "grid_expr_const_<error>" when that fails: `1 // 0` and
- * `n if 0 else 1 // 0` are refused, while `n + 1 // 0` compiles and fails with "grid_div_by_zero"
- * whenever it is evaluated. */
-FL_EXTERN fl_status fl_grid_program_compile(const char *expr, const char *const *names, size_t nnames,
-                                            fl_grid_program **program, fl_error *err);
-/* Evaluates with Python's integer semantics on int64: floor division and modulo, arithmetic shifts;
- * division by zero and overflow are FL_GRID_EVAL errors. */
-FL_EXTERN fl_status fl_grid_program_eval(const fl_grid_program *program, const int64_t *vars, size_t nvars,
-                                         int64_t *out, fl_error *err);
-/* True when the program refers to no variable; its value is then known at compile time. */
-FL_EXTERN bool fl_grid_program_is_constant(const fl_grid_program *program);
-/* The largest variable index used, plus one (0 for a constant program). */
-FL_EXTERN size_t fl_grid_program_nvars(const fl_grid_program *program);
-FL_EXTERN void fl_grid_program_free(fl_grid_program *program);
-
-/* ---------------------------------------------------------------------------------------------
- * Fault injection, for tests of the exactly-once promise. When armed, each launch fails at `point`
- * with probability 1/one_in (a deterministic sequence from `seed`). The points before the submit
- * boundary fail as ordinary refusals (nothing submitted); FL_FAULT_SUBMIT_AFTER submits and then
- * reports an error; FL_FAULT_SUBMIT_LOST submits nothing but reports that it may have. Costs one
- * relaxed atomic load per launch when disarmed.
- * ------------------------------------------------------------------------------------------- */
-typedef struct fl_plan fl_plan;
-typedef enum fl_fault_point {
-  FL_FAULT_NONE,
-  FL_FAULT_PACK,           /* after packing: BAD_VALUE "fault_injected:pack" */
-  FL_FAULT_GRID,           /* after the grid: BAD_GRID "fault_injected:grid" */
-  FL_FAULT_SUBMIT_REFUSED, /* the backend refuses before enqueuing: "fault_injected:submit_refused" */
-  FL_FAULT_SUBMIT_AFTER,   /* enqueued, then an error: backend_submitted */
-  FL_FAULT_SUBMIT_LOST,    /* not enqueued, error says it may have been: backend_submitted */
-  FL_FAULT_COUNT
-} fl_fault_point;
-
-/* `plan` (may be NULL: every plan) limits the faults to launches of one plan. */
-FL_EXTERN void fl_fault_inject(int point, uint32_t one_in, uint64_t seed, const fl_plan *plan);
-FL_EXTERN uint64_t fl_fault_fired(void); /* faults fired since the last fl_fault_inject */
 
 /* ---------------------------------------------------------------------------------------------
  * Memory: a replaceable allocator (for tests that fail each allocation in turn). Set it before

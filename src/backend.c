@@ -1,6 +1,12 @@
 /* backend.c: the backend table and the public stream functions that dispatch through it. */
 #include "fl_internal.h"
 
+/* Each defined in its own file under src/backends/; this table is the one place that names them. */
+extern const fl__backend fl__backend_host;
+extern const fl__backend fl__backend_null;
+extern const fl__backend fl__backend_cuda;
+extern const fl__backend fl__backend_npu;
+
 static const fl__backend *const backends[FL_BACKEND_COUNT] = {
     [FL_BACKEND_HOST] = &fl__backend_host,
     [FL_BACKEND_NULL] = &fl__backend_null,
@@ -8,14 +14,35 @@ static const fl__backend *const backends[FL_BACKEND_COUNT] = {
     [FL_BACKEND_NPU] = &fl__backend_npu,
 };
 
-const fl__backend *fl__backend_get(int backend) {
-  if (backend < 0 || backend >= FL_BACKEND_COUNT) return NULL;
+const fl__backend *fl__backend_get(fl_backend_id backend) {
+  if ((unsigned)backend >= FL_BACKEND_COUNT) return NULL;
   return backends[backend];
 }
 
-static fl_status get_loaded(int backend, const fl__backend **out, fl_error *err) {
+fl_status fl_backend_info_get(fl_backend_id backend, fl_backend_info *info, fl_error *err) {
   const fl__backend *be = fl__backend_get(backend);
-  if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", backend);
+  if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", (int)backend);
+  if (!info) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "info_out_null");
+  info->name = be->name;
+  info->default_abi = be->default_abi;
+  info->abi_mask = be->abi_mask;
+  info->kernel = be->kernel;
+  info->own_streams = be->stream_create != NULL;
+  fl__ok(err);
+  return FL_OK;
+}
+
+fl_status fl_bench_launch_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
+                               uint64_t n, uint64_t *ns, fl_error *err) {
+  if (!plan || !packed || !grid || !ns) return fl__fail(err, FL_BAD_VALUE, true, "bench_loop_args_null");
+  if (!plan->base->bench_loop)
+    return fl__fail(err, FL_UNSUPPORTED, true, "bench_loop_unsupported:%s", plan->base->name);
+  return plan->base->bench_loop(plan, stream, packed, grid, n, ns, err);
+}
+
+static fl_status get_loaded(fl_backend_id backend, const fl__backend **out, fl_error *err) {
+  const fl__backend *be = fl__backend_get(backend);
+  if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", (int)backend);
   fl_status st = be->load(err);
   if (st != FL_OK) return st;
   *out = be;

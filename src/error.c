@@ -15,13 +15,13 @@ static const char *const status_messages[] = {
 #undef MSG
 };
 
-const char *fl_status_name(int status) {
-  if (status < 0 || status >= FL_STATUS_COUNT) return "UNKNOWN";
+const char *fl_status_name(fl_status status) {
+  if ((unsigned)status >= FL_STATUS_COUNT) return "UNKNOWN";
   return status_names[status];
 }
 
-const char *fl_status_message(int status) {
-  if (status < 0 || status >= FL_STATUS_COUNT) return "unknown status";
+const char *fl_status_message(fl_status status) {
+  if ((unsigned)status >= FL_STATUS_COUNT) return "unknown status";
   return status_messages[status];
 }
 

@@ -3,6 +3,7 @@
 #define FL_INTERNAL_H
 
 #include "fastlaunch.h"
+#include "fastlaunch_testing.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -50,10 +51,14 @@ static inline void fl__ok(fl_error *err) {
   }
 }
 
-/* ---- kinds and layout (kinds.c, layout.c) ---- */
+/* ---- targets (target.c) ---- */
+/* Checks a target: a known flavour, no option of another flavour set, every option in range. */
+fl_status fl__target_check(const fl_target *target, fl_error *err);
+
+/* ---- layout (layout.c) ---- */
 /* Size and alignment of a kind's slot in a flavour. */
-size_t fl__kind_size(int abi, fl_kind kind);
-size_t fl__kind_align(int abi, fl_kind kind);
+size_t fl__layout_kind_size(fl_abi abi, fl_kind kind);
+size_t fl__layout_kind_align(fl_abi abi, fl_kind kind);
 
 /* ---- grid programs (grid.c) ---- */
 /* Replaces variable `var` by the constant `value` and folds constants again. Refused
@@ -63,21 +68,27 @@ fl_status fl__grid_program_substitute(fl_grid_program *program, size_t var, int6
 /* True when the program reads variable `var`. */
 bool fl__grid_program_uses_var(const fl_grid_program *program, size_t var);
 
-/* ---- backends ---- */
+/* ---- backends (backend.c and src/backends/) ---- */
+/* One backend: everything the core and the layers above need to know of it. Each backend fills one
+ * static const instance; nothing outside its file names it, except the table in backend.c. */
 typedef struct fl__backend {
   const char *name;
+  fl_abi default_abi;            /* the flavour its kernels use */
   unsigned abi_mask;             /* bit (1u << fl_abi) for each flavour it accepts */
+  fl_kernel_kind kernel;         /* what it takes as the kernel handle */
   int64_t grid_max[3];           /* inclusive limit of each grid dimension */
-  uint64_t grid_max_product;     /* 0: no limit on x*y*z */
+  uint64_t grid_max_product;     /* limit on x*y*z, 0 for none; lifted for a plan that clamps its
+                                  * block count (npu clamp_blocks) */
   bool grid_allow_zero;          /* a zero dimension launches nothing (Triton's behaviour) */
   size_t max_args_size;          /* largest packed buffer */
   /* Loads the backend's runtime if needed; idempotent and thread-safe. */
   fl_status (*load)(fl_error *err);
-  /* Optional: validates the launch configuration and prepares backend state in plan->backend_data. */
+  /* Optional: validates the target's launch options and prepares backend state in
+   * plan->backend_data. */
   fl_status (*plan_init)(fl_plan *plan, const fl_plan_desc *desc, fl_error *err);
   void (*plan_fini)(fl_plan *plan);
   /* Validates the stream (before the boundary: BAD_STREAM, not submitted) and submits. A failure of
-   * the submit itself is reported with fl__fail_submitted. */
+   * the submit itself is reported with fl__fail_submitted. Succeeds with fl__ok. */
   fl_status (*submit)(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
                       const uint32_t grid[3], fl_error *err);
   /* Streams; NULL where the framework owns streams (cuda, npu). */
@@ -85,21 +96,22 @@ typedef struct fl__backend {
   fl_status (*stream_synchronize)(uint64_t stream, fl_error *err);
   fl_status (*stream_destroy)(uint64_t stream, fl_error *err);
   fl_status (*stream_count)(uint64_t stream, uint64_t *count, fl_error *err);
+  /* Optional: the backend's own launch loop (fl_bench_launch_loop). */
+  fl_status (*bench_loop)(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
+                          uint64_t n, uint64_t *ns, fl_error *err);
 } fl__backend;
 
-extern const fl__backend fl__backend_host;
-extern const fl__backend fl__backend_null;
-extern const fl__backend fl__backend_cuda;
-extern const fl__backend fl__backend_npu;
-
-const fl__backend *fl__backend_get(int backend); /* NULL when out of range */
+const fl__backend *fl__backend_get(fl_backend_id backend); /* NULL when out of range */
 
 /* ---- plans (plan.c) ---- */
 struct fl_plan {
   atomic_long refcount;
-  int backend;
-  const fl__backend *be;
-  fl_abi_options abi;
+  fl_backend_id backend;
+  const fl__backend *base; /* the backend's table */
+  /* The table launches are submitted through: `base`, or fault injection's while a test arms it on
+   * this plan (testing.c). Read once per launch, where `base` would be read anyway. */
+  _Atomic(const fl__backend *) submit_via;
+  fl_target target;
   void *kernel;
   void *owner;
   void (*owner_release)(void *owner);
@@ -110,22 +122,21 @@ struct fl_plan {
   size_t *offsets;    /* nargs */
   fl_layout layout;
   unsigned char *tmpl;/* layout.size bytes */
-  int grid_mode;
+  fl_grid_mode grid_mode;
   uint32_t static_grid[3];
+  uint64_t grid_max_product; /* the backend's, unless this plan clamps */
   fl_grid_program *grid_prog[3];
   /* Runtime argument indices the grid programs read, in increasing order. */
   uint32_t grid_vars[FL__MAX_GRID_VARS];
   size_t ngrid_vars;
   size_t grid_nvars;  /* size of the variable array the programs index (max used index + 1) */
-  fl_launch_config config;
   void *backend_data;
 };
 
-/* Checks a grid against the backend's limits; returns BAD_GRID (not stable) with
+/* Checks a grid against the plan's limits; returns BAD_GRID (not stable) with
  * "grid_dim_negative:i", "grid_dim_zero:i", "grid_dim_exceeds:i" or "grid_product_exceeds". */
+fl_status fl__plan_check_grid(const fl_plan *plan, const int64_t grid[3], uint32_t out[3], fl_error *err);
 /* Writes the grid into the npu flavour's int32 grid slots of a packed buffer. */
 void fl__plan_write_grid(const fl_plan *plan, unsigned char *buf, const uint32_t grid[3]);
-
-fl_status fl__grid_check(const fl__backend *be, const int64_t grid[3], uint32_t out[3], fl_error *err);
 
 #endif /* FL_INTERNAL_H */

@@ -1,7 +1,5 @@
 /* host_lib.c: loading host kernels from shared objects, reference-counted around dlopen. */
-#include "fl_internal.h"
-
-#include <dlfcn.h>
+#include "dl.h"
 
 struct fl_host_lib {
   atomic_long refcount;
@@ -15,13 +13,14 @@ fl_status fl_host_lib_open(const char *path, fl_host_lib **lib, fl_error *err) {
   /* Allocate first so that a failed allocation never has a library to close. */
   fl_host_lib *l = fl__malloc(sizeof *l);
   if (!l) return fl__fail(err, FL_NOMEM, false, "host_lib_alloc");
-  /* RTLD_NOW reports a missing dependency here rather than at the first launch; RTLD_LOCAL keeps
-   * one kernel library's symbols from resolving another's. dlerror() is per thread in glibc. */
-  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  /* fl__dl_open loads with RTLD_NOW (a missing dependency shows here, not at the first launch)
+   * and RTLD_LOCAL (one kernel library's symbols never resolve another's). */
+  char why[FL_REASON_MAX - 16];
+  const char *const names[] = {path, NULL};
+  void *handle = fl__dl_open(names, why, sizeof why);
   if (!handle) {
-    const char *why = dlerror();
     fl__free(l);
-    return fl__fail(err, FL_KERNEL_LOAD, true, "dlopen:%s", why ? why : "unknown error");
+    return fl__fail(err, FL_KERNEL_LOAD, true, "dlopen:%s", why);
   }
   atomic_init(&l->refcount, 1);
   l->handle = handle;
@@ -34,14 +33,9 @@ fl_status fl_host_lib_symbol(fl_host_lib *lib, const char *name, void **symbol, 
   if (!symbol) return fl__fail(err, FL_BAD_VALUE, true, "host_symbol_out_null");
   *symbol = NULL;
   if (!lib || !name) return fl__fail(err, FL_BAD_VALUE, true, "host_symbol_arg_null");
-  /* Clear any stale error so that a NULL result can be told apart from a missing symbol. */
-  dlerror();
-  void *p = dlsym(lib->handle, name);
-  if (!p) {
-    const char *why = dlerror();
-    if (why) return fl__fail(err, FL_KERNEL_LOAD, true, "dlsym:%s", why);
-    return fl__fail(err, FL_KERNEL_LOAD, true, "dlsym_null:%s", name);
-  }
+  char why[FL_REASON_MAX - 16];
+  void *p = fl__dl_sym(lib->handle, name, why, sizeof why);
+  if (!p) return fl__fail(err, FL_KERNEL_LOAD, true, "dlsym:%s", why);
   *symbol = p;
   fl__ok(err);
   return FL_OK;
@@ -56,7 +50,7 @@ void fl_host_lib_release(fl_host_lib *lib) {
   /* Acquire-release, so every user's work happens before dlclose (a fence would do the same but
    * thread sanitizer does not model fences). */
   if (atomic_fetch_sub_explicit(&lib->refcount, 1, memory_order_acq_rel) != 1) return;
-  dlclose(lib->handle);
+  fl__dl_close(lib->handle);
   fl__free(lib);
 }
 

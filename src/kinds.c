@@ -1,4 +1,4 @@
-/* kinds.c: names of kinds, flavours and backends, and parsing them from text. */
+/* kinds.c: names of kinds and flavours, and parsing them (and backend names) from text. */
 #include "fl_internal.h"
 
 #include <string.h>
@@ -10,13 +10,13 @@ static const char *const kind_names[FL_KIND_COUNT] = {
     [FL_KIND_FP32] = "fp32", [FL_KIND_FP64] = "fp64",
 };
 
-const char *fl_kind_name(int kind) {
-  if (kind < 0 || kind >= FL_KIND_COUNT) return NULL;
+const char *fl_kind_name(fl_kind kind) {
+  if ((unsigned)kind >= FL_KIND_COUNT) return NULL;
   return kind_names[kind];
 }
 
-bool fl_kind_is_int(int kind) { return kind >= FL_KIND_I1 && kind <= FL_KIND_U64; }
-bool fl_kind_is_float(int kind) { return kind >= FL_KIND_FP16 && kind <= FL_KIND_FP64; }
+bool fl_kind_is_int(fl_kind kind) { return kind >= FL_KIND_I1 && kind <= FL_KIND_U64; }
+bool fl_kind_is_float(fl_kind kind) { return kind >= FL_KIND_FP16 && kind <= FL_KIND_FP64; }
 
 /* Triton spells a few scalar types differently from our kind names; these are the aliases seen in
  * its signatures across versions ("u1" is how some versions write a boolean). */
@@ -56,22 +56,32 @@ fl_status fl_kind_parse(const char *text, fl_kind *out, fl_error *err) {
 
 static const char *const abi_names[FL_ABI_COUNT] = {"host", "cuda", "npu"};
 
-const char *fl_abi_name(int abi) {
-  if (abi < 0 || abi >= FL_ABI_COUNT) return NULL;
+const char *fl_abi_name(fl_abi abi) {
+  if ((unsigned)abi >= FL_ABI_COUNT) return NULL;
   return abi_names[abi];
 }
 
-static const char *const backend_names[FL_BACKEND_COUNT] = {"host", "null", "cuda", "npu"};
+fl_status fl_abi_parse(const char *name, fl_abi *out, fl_error *err) {
+  if (!name || !out) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_null");
+  for (int a = 0; a < FL_ABI_COUNT; a++) {
+    if (strcmp(name, abi_names[a]) == 0) {
+      *out = (fl_abi)a;
+      return FL_OK;
+    }
+  }
+  return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_unknown:%.60s", name);
+}
 
-const char *fl_backend_name(int backend) {
-  if (backend < 0 || backend >= FL_BACKEND_COUNT) return NULL;
-  return backend_names[backend];
+/* Backend names live in each backend's table. */
+const char *fl_backend_name(fl_backend_id backend) {
+  const fl__backend *be = fl__backend_get(backend);
+  return be ? be->name : NULL;
 }
 
 fl_status fl_backend_parse(const char *name, fl_backend_id *out, fl_error *err) {
   if (!name || !out) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_null");
   for (int b = 0; b < FL_BACKEND_COUNT; b++) {
-    if (strcmp(name, backend_names[b]) == 0) {
+    if (strcmp(name, fl__backend_get((fl_backend_id)b)->name) == 0) {
       *out = (fl_backend_id)b;
       return FL_OK;
     }

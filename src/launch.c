@@ -5,42 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Fault injection (tests only): armed when fault_point is not FL_FAULT_NONE. */
-static atomic_int fault_point = FL_FAULT_NONE;
-static atomic_uint fault_one_in;
-static atomic_ullong fault_state;
-static atomic_ullong fault_fired;
-static _Atomic(const fl_plan *) fault_plan;
-
-void fl_fault_inject(int point, uint32_t one_in, uint64_t seed, const fl_plan *plan) {
-  if (point <= FL_FAULT_NONE || point >= FL_FAULT_COUNT || one_in == 0) point = FL_FAULT_NONE;
-  /* Disarm first, so a launch in flight never sees the new settings half-written. */
-  atomic_store(&fault_point, FL_FAULT_NONE);
-  atomic_store(&fault_plan, plan);
-  atomic_store(&fault_one_in, one_in ? one_in : 1);
-  atomic_store(&fault_state, seed * 0x9e3779b97f4a7c15ull + 1);
-  atomic_store(&fault_fired, 0);
-  atomic_store(&fault_point, point);
-}
-
-uint64_t fl_fault_fired(void) { return atomic_load(&fault_fired); }
-
-/* True when the armed fault fires at `point` for this launch (a splitmix64 step per check). */
-static FL__NOINLINE bool fault_fires(const fl_plan *plan, int point) {
-  if (atomic_load_explicit(&fault_point, memory_order_relaxed) != point) return false;
-  const fl_plan *target = atomic_load(&fault_plan);
-  if (target && target != plan) return false;
-  uint64_t z = atomic_fetch_add(&fault_state, 0x9e3779b97f4a7c15ull) + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  if (z % atomic_load(&fault_one_in) != 0) return false;
-  atomic_fetch_add(&fault_fired, 1);
-  return true;
-}
-
-#define FAULT_ARMED() FL__UNLIKELY(atomic_load_explicit(&fault_point, memory_order_relaxed) != FL_FAULT_NONE)
-
 /* Buffers too large for the stack live here; each thread has its own, so launches never share. */
 static _Thread_local _Alignas(16) unsigned char large_args[FL__MAX_ARGS_SIZE];
 
@@ -79,11 +43,11 @@ static fl_status resolve_grid(const fl_plan *plan, const fl_value *args, const i
           return st;
         }
       }
-      return fl__grid_check(plan->be, g, out, err);
+      return fl__plan_check_grid(plan, g, out, err);
     }
     default:
       if (FL__UNLIKELY(grid == NULL)) return fl__fail(err, FL_BAD_GRID, true, "grid_missing");
-      return fl__grid_check(plan->be, grid, out, err);
+      return fl__plan_check_grid(plan, grid, out, err);
   }
 }
 
@@ -91,7 +55,7 @@ static fl_status resolve_grid(const fl_plan *plan, const fl_value *args, const i
  * inline; everything else goes through fl_pack_value with its range checks. */
 static inline fl_status pack_runtime(const fl_plan *plan, unsigned char *buf, const fl_value *args,
                                      fl_error *err) {
-  const int abi = plan->abi.abi;
+  const fl_abi abi = plan->target.abi;
   for (size_t i = 0; i < plan->nruntime; i++) {
     const fl_value *a = &args[i];
     unsigned char *dst = buf + plan->offsets[i];
@@ -137,29 +101,17 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   memcpy(buf, plan->tmpl, size);
   fl_status st = pack_runtime(plan, buf, args, err);
   if (FL__UNLIKELY(st != FL_OK)) return st;
-  const bool armed = FAULT_ARMED();
-  if (armed && fault_fires(plan, FL_FAULT_PACK)) return fl__fail(err, FL_BAD_VALUE, false, "fault_injected:pack");
 
   uint32_t g[3];
   st = resolve_grid(plan, args, grid, g, err);
   if (FL__UNLIKELY(st != FL_OK)) return st;
-  if (armed && fault_fires(plan, FL_FAULT_GRID)) return fl__fail(err, FL_BAD_GRID, false, "fault_injected:grid");
   /* A grid with a zero dimension runs no program: like Triton's launchers, launch nothing. */
   if (FL__UNLIKELY(g[0] == 0 || g[1] == 0 || g[2] == 0)) {
     fl__ok(err);
     return FL_OK;
   }
   if (plan->layout.grid[0] >= 0 && plan->grid_mode != FL_GRID_STATIC) fl__plan_write_grid(plan, buf, g);
-  if (armed) {
-    if (fault_fires(plan, FL_FAULT_SUBMIT_REFUSED))
-      return fl__fail(err, FL_BAD_STREAM, false, "fault_injected:submit_refused");
-    if (fault_fires(plan, FL_FAULT_SUBMIT_LOST))
-      return fl__fail_submitted(err, FL_BACKEND_ERROR, "fault_injected:submit_lost");
-    st = plan->be->submit(plan, stream, buf, size, g, err);
-    if (st == FL_OK && fault_fires(plan, FL_FAULT_SUBMIT_AFTER))
-      return fl__fail_submitted(err, FL_BACKEND_ERROR, "fault_injected:submit_after");
-    return st;
-  }
   /* The submit boundary: from here on only the backend can fail, and says whether it submitted. */
-  return plan->be->submit(plan, stream, buf, size, g, err);
+  const fl__backend *be = atomic_load_explicit(&((fl_plan *)plan)->submit_via, memory_order_relaxed);
+  return be->submit(plan, stream, buf, size, g, err);
 }

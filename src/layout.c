@@ -29,7 +29,7 @@ static size_t npu_align(fl_kind kind) {
 
 static bool kind_valid(int kind) { return kind >= 0 && kind < FL_KIND_COUNT; }
 
-size_t fl__kind_size(int abi, fl_kind kind) {
+size_t fl__layout_kind_size(fl_abi abi, fl_kind kind) {
   int k = (int)kind;
   if (!kind_valid(k)) return 0;
   switch (abi) {
@@ -43,7 +43,7 @@ size_t fl__kind_size(int abi, fl_kind kind) {
   }
 }
 
-size_t fl__kind_align(int abi, fl_kind kind) {
+size_t fl__layout_kind_align(fl_abi abi, fl_kind kind) {
   int k = (int)kind;
   if (!kind_valid(k)) return 0;
   switch (abi) {
@@ -75,43 +75,16 @@ static size_t place(cursor *c, size_t size, size_t align) {
   return at;
 }
 
-/* Each flavour accepts only its own options, so that a descriptor meant for another flavour is
- * refused instead of silently producing a different buffer. Returns the name of the first option
- * set that the flavour does not use, or NULL. */
-static const char *foreign_option(const fl_abi_options *o) {
-  if (o->abi != FL_ABI_CUDA && o->cuda_hidden_ptrs != 0) return "cuda_hidden_ptrs";
-  if (o->abi != FL_ABI_NPU) {
-    if (o->npu_ffts) return "npu_ffts";
-    if (o->npu_simt_only) return "npu_simt_only";
-    if (o->npu_dtdata) return "npu_dtdata";
-    if (o->npu_scratch != 0) return "npu_scratch";
-  }
-  return NULL;
-}
-
-fl_status fl_layout_compute(const fl_abi_options *abi, const fl_kind *kinds, size_t nkinds,
+fl_status fl_layout_compute(const fl_target *target, const fl_kind *kinds, size_t nkinds,
                             fl_layout *layout, size_t *offsets, fl_error *err) {
   if (!layout) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "layout_null");
-  if (!abi) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_null");
-  if (abi->abi < 0 || abi->abi >= FL_ABI_COUNT)
-    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_unknown:%d", abi->abi);
+  if (!target) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "target_null");
+  fl_status st = fl__target_check(target, err);
+  if (st != FL_OK) return st;
   if (nkinds > FL__MAX_ARGS) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "too_many_args:%zu", nkinds);
   if (!kinds && nkinds > 0) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "kinds_null");
-  const char *foreign = foreign_option(abi);
-  if (foreign)
-    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_option_not_for_flavour:%s:%s", foreign,
-                    fl_abi_name(abi->abi));
-  if (abi->abi == FL_ABI_CUDA && abi->cuda_hidden_ptrs > FL_CUDA_MAX_HIDDEN_PTRS)
-    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "cuda_hidden_ptrs_out_of_range:%u",
-                    (unsigned)abi->cuda_hidden_ptrs);
-  if (abi->abi == FL_ABI_NPU) {
-    if (abi->npu_scratch > FL_NPU_MAX_SCRATCH)
-      return fl__fail(err, FL_BAD_DESCRIPTOR, true, "npu_scratch_out_of_range:%u",
-                      (unsigned)abi->npu_scratch);
-    /* Triton-Ascend reserves the global and profile scratch slots only for pure-SIMT kernels. */
-    if (abi->npu_scratch > 0 && !abi->npu_simt_only)
-      return fl__fail(err, FL_BAD_DESCRIPTOR, true, "npu_scratch_requires_simt_only");
-  }
+  const fl_abi abi = target->abi;
+  const fl_npu_options *npu = &target->npu;
   /* Kinds are checked before anything is written, so a refused call leaves the outputs alone. */
   for (size_t i = 0; i < nkinds; i++) {
     int k = (int)kinds[i];
@@ -124,33 +97,33 @@ fl_status fl_layout_compute(const fl_abi_options *abi, const fl_kind *kinds, siz
   cursor c = {0, 1};
   const size_t ptr = sizeof(uint64_t);
 
-  if (abi->abi == FL_ABI_NPU) {
-    if (abi->npu_ffts) out.ffts = (int64_t)place(&c, ptr, 8);
-    if (!abi->npu_simt_only) {
+  if (abi == FL_ABI_NPU) {
+    if (npu->ffts) out.ffts = (int64_t)place(&c, ptr, 8);
+    if (!npu->simt_only) {
       place(&c, ptr, 8); /* syncBlockLock */
       place(&c, ptr, 8); /* workspace_addr */
     }
   }
   for (size_t i = 0; i < nkinds; i++) {
-    size_t at = place(&c, fl__kind_size(abi->abi, kinds[i]), fl__kind_align(abi->abi, kinds[i]));
+    size_t at = place(&c, fl__layout_kind_size(abi, kinds[i]), fl__layout_kind_align(abi, kinds[i]));
     if (offsets) offsets[i] = at;
   }
-  if (abi->abi == FL_ABI_NPU) {
+  if (abi == FL_ABI_NPU) {
     for (int d = 0; d < 3; d++) out.grid[d] = (int64_t)place(&c, sizeof(int32_t), 4);
     /* Scratch slots and DTData follow the grid back to back, all pointer-aligned, so one first
      * offset and a count describe them. */
-    uint32_t hidden = abi->npu_scratch + (abi->npu_dtdata ? 1u : 0u);
+    uint32_t hidden = npu->scratch + (npu->dtdata ? 1u : 0u);
     for (uint32_t h = 0; h < hidden; h++) {
       size_t at = place(&c, ptr, 8);
       if (h == 0) out.hidden_first = (int64_t)at;
     }
     out.hidden_count = hidden;
-  } else if (abi->abi == FL_ABI_CUDA) {
-    for (uint32_t h = 0; h < abi->cuda_hidden_ptrs; h++) {
+  } else if (abi == FL_ABI_CUDA) {
+    for (uint32_t h = 0; h < target->cuda.hidden_ptrs; h++) {
       size_t at = place(&c, ptr, 8);
       if (h == 0) out.hidden_first = (int64_t)at;
     }
-    out.hidden_count = abi->cuda_hidden_ptrs;
+    out.hidden_count = target->cuda.hidden_ptrs;
   }
   /* Like a C struct, the buffer ends with tail padding up to its own alignment; the NPU launcher
    * passes sizeof(args), padding included, as argsSize. */

@@ -80,7 +80,7 @@ static const struct {
     [FL_KIND_U64] = {UINT64_MAX, 0, true},
 };
 
-static fl_status pack_int(int abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
+static fl_status pack_int(fl_abi abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
                           fl_error *err) {
   int_parts p;
   switch (value->type) {
@@ -106,7 +106,7 @@ static fl_status pack_int(int abi, fl_kind kind, const fl_value *value, void *ds
     return fl__fail(err, FL_BAD_VALUE, false, "int_out_of_range:%zu:%s", index, fl_kind_name(kind));
   /* Two's complement of the value, truncated to the slot: exact because the range check passed. */
   uint64_t bits = p.neg ? (uint64_t)0 - p.mag : p.mag;
-  switch (fl__kind_size(abi, kind)) {
+  switch (fl__layout_kind_size(abi, kind)) {
     case 1: {
       uint8_t b = (uint8_t)bits;
       memcpy(dst, &b, 1);
@@ -129,7 +129,7 @@ static fl_status pack_int(int abi, fl_kind kind, const fl_value *value, void *ds
   return FL_OK;
 }
 
-static fl_status pack_float(int abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
+static fl_status pack_float(fl_abi abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
                             fl_error *err) {
   double x;
   switch (value->type) {
@@ -194,10 +194,10 @@ static fl_status pack_ptr(const fl_value *value, void *dst, size_t index, fl_err
   return FL_OK;
 }
 
-fl_status fl_pack_value(int abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
+fl_status fl_pack_value(fl_abi abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
                         fl_error *err) {
-  if (abi < 0 || abi >= FL_ABI_COUNT) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_unknown:%d", abi);
-  if ((int)kind < 0 || kind >= FL_KIND_COUNT)
+  if ((unsigned)abi >= FL_ABI_COUNT) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_unknown:%d", (int)abi);
+  if ((unsigned)kind >= FL_KIND_COUNT)
     return fl__fail(err, FL_BAD_KIND, true, "kind_unknown:%zu:%d", index, (int)kind);
   if (!value) return fl__fail(err, FL_BAD_VALUE, false, "value_null:%zu", index);
   if (!dst) return fl__fail(err, FL_BAD_VALUE, false, "dst_null:%zu", index);

@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-fl_status fl__grid_check(const fl__backend *be, const int64_t grid[3], uint32_t out[3], fl_error *err) {
+fl_status fl__plan_check_grid(const fl_plan *plan, const int64_t grid[3], uint32_t out[3], fl_error *err) {
+  const fl__backend *be = plan->base;
   uint64_t product = 1;
   bool zero = false;
   for (int d = 0; d < 3; d++) {
@@ -17,9 +18,9 @@ fl_status fl__grid_check(const fl__backend *be, const int64_t grid[3], uint32_t 
     if (g > be->grid_max[d]) return fl__fail(err, FL_BAD_GRID, false, "grid_dim_exceeds:%d", d);
     out[d] = (uint32_t)g;
     /* Each factor is below 2^32 and the running product is checked before it can pass 2^64. */
-    if (!zero && be->grid_max_product) {
+    if (!zero && plan->grid_max_product) {
       product *= (uint64_t)g;
-      if (product > be->grid_max_product)
+      if (product > plan->grid_max_product)
         return fl__fail(err, FL_BAD_GRID, false, "grid_product_exceeds");
     }
   }
@@ -46,7 +47,7 @@ static bool value_to_i64(const fl_value *v, int64_t *out) {
 
 static void plan_free(fl_plan *plan) {
   if (!plan) return;
-  if (plan->be && plan->be->plan_fini) plan->be->plan_fini(plan);
+  if (plan->base && plan->base->plan_fini) plan->base->plan_fini(plan);
   for (int d = 0; d < 3; d++) fl_grid_program_free(plan->grid_prog[d]);
   fl__free(plan->tmpl);
   fl__free(plan->offsets);
@@ -118,7 +119,7 @@ static fl_status build_grid_program(fl_plan *plan, const fl_plan_desc *desc, fl_
     fl_grid_program_free(plan->grid_prog[d]);
     plan->grid_prog[d] = NULL;
   }
-  st = fl__grid_check(plan->be, g, plan->static_grid, err);
+  st = fl__plan_check_grid(plan, g, plan->static_grid, err);
   if (st != FL_OK) {
     if (err) err->stable = true;
     return st;
@@ -130,21 +131,20 @@ static fl_status build_grid_program(fl_plan *plan, const fl_plan_desc *desc, fl_
 static fl_status check_desc(const fl_plan_desc *desc, const fl__backend **be_out, fl_error *err) {
   if (!desc) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "desc_null");
   const fl__backend *be = fl__backend_get(desc->backend);
-  if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", desc->backend);
-  if (desc->abi.abi < 0 || desc->abi.abi >= FL_ABI_COUNT)
-    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_unknown:%d", desc->abi.abi);
-  if (!(be->abi_mask & (1u << desc->abi.abi)))
-    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_not_for_backend:%s:%s", fl_abi_name(desc->abi.abi),
+  if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", (int)desc->backend);
+  fl_status st = fl__target_check(&desc->target, err);
+  if (st != FL_OK) return st;
+  if (!(be->abi_mask & (1u << desc->target.abi)))
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_not_for_backend:%s:%s", fl_abi_name(desc->target.abi),
                     be->name);
   if (desc->runtime_arg_count > desc->nkinds)
     return fl__fail(err, FL_BAD_DESCRIPTOR, true, "runtime_arg_count_exceeds:%zu:%zu",
                     desc->runtime_arg_count, desc->nkinds);
   if (desc->runtime_arg_count < desc->nkinds && !desc->fixed_args)
     return fl__fail(err, FL_BAD_DESCRIPTOR, true, "fixed_args_null:%zu", desc->nkinds - desc->runtime_arg_count);
-  if (desc->backend != FL_BACKEND_NULL && !desc->kernel)
-    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "kernel_null");
-  if (desc->grid_mode < FL_GRID_CALLER || desc->grid_mode > FL_GRID_PROGRAM)
-    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "grid_mode_unknown:%d", desc->grid_mode);
+  if (be->kernel != FL_KERNEL_NONE && !desc->kernel) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "kernel_null");
+  if ((unsigned)desc->grid_mode > FL_GRID_PROGRAM)
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "grid_mode_unknown:%d", (int)desc->grid_mode);
   *be_out = be;
   return FL_OK;
 }
@@ -160,13 +160,16 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   fl_plan *plan = fl__calloc(1, sizeof *plan);
   if (!plan) return fl__fail(err, FL_NOMEM, false, "nomem:plan");
   plan->backend = desc->backend;
-  plan->be = be;
-  plan->abi = desc->abi;
+  plan->base = be;
+  atomic_init(&plan->submit_via, be);
+  plan->target = desc->target;
   plan->kernel = desc->kernel;
   plan->nargs = desc->nkinds;
   plan->nruntime = desc->runtime_arg_count;
   plan->grid_mode = desc->grid_mode;
-  plan->config = desc->config;
+  /* A plan that clamps its block count to the core count launches any grid (npu flavour). */
+  plan->grid_max_product =
+      desc->target.abi == FL_ABI_NPU && desc->target.npu.clamp_blocks ? 0 : be->grid_max_product;
   atomic_init(&plan->refcount, 1);
   plan->name = fl__strdup(desc->name ? desc->name : "kernel");
   plan->kinds = fl__calloc(desc->nkinds ? desc->nkinds : 1, sizeof *plan->kinds);
@@ -175,7 +178,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
     st = fl__fail(err, FL_NOMEM, false, "nomem:plan");
     goto error;
   }
-  if ((st = fl_layout_compute(&desc->abi, desc->kinds, desc->nkinds, &plan->layout, plan->offsets, err)) != FL_OK)
+  if ((st = fl_layout_compute(&desc->target, desc->kinds, desc->nkinds, &plan->layout, plan->offsets, err)) != FL_OK)
     goto error;
   memcpy(plan->kinds, desc->kinds, desc->nkinds * sizeof *plan->kinds);
   if (plan->layout.size > be->max_args_size) {
@@ -193,7 +196,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
       st = fl__fail(err, FL_BAD_DESCRIPTOR, true, "fixed_ptr_unsupported:%zu", i);
       goto error;
     }
-    st = fl_pack_value(desc->abi.abi, plan->kinds[i], &desc->fixed_args[i - plan->nruntime],
+    st = fl_pack_value(desc->target.abi, plan->kinds[i], &desc->fixed_args[i - plan->nruntime],
                        plan->tmpl + plan->offsets[i], i, err);
     if (st != FL_OK) {
       if (err) err->stable = true;
@@ -201,7 +204,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
     }
   }
   if (plan->grid_mode == FL_GRID_STATIC) {
-    if ((st = fl__grid_check(be, desc->static_grid, plan->static_grid, err)) != FL_OK) {
+    if ((st = fl__plan_check_grid(plan, desc->static_grid, plan->static_grid, err)) != FL_OK) {
       if (err) err->stable = true;
       goto error;
     }
@@ -209,7 +212,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
     if ((st = build_grid_program(plan, desc, err)) != FL_OK) goto error;
   }
   if (plan->grid_mode == FL_GRID_STATIC && plan->layout.grid[0] >= 0) write_grid_slots(plan, plan->tmpl, plan->static_grid);
-  if (plan->layout.ffts >= 0) memcpy(plan->tmpl + plan->layout.ffts, &desc->npu_ffts_addr, 8);
+  if (plan->layout.ffts >= 0) memcpy(plan->tmpl + plan->layout.ffts, &desc->target.npu.ffts_addr, 8);
   if (be->plan_init && (st = be->plan_init(plan, desc, err)) != FL_OK) goto error;
   /* From here on the plan owns the kernel's owner; on failure the caller keeps it. */
   plan->owner = desc->owner;
@@ -217,7 +220,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   *out = plan;
   return FL_OK;
 error:
-  plan->be = NULL; /* plan_init did not run, or failed and cleaned up after itself */
+  plan->base = NULL; /* plan_init did not run, or failed and cleaned up after itself */
   plan_free(plan);
   return st;
 }
@@ -239,8 +242,9 @@ void fl_plan_release(const fl_plan *cplan) {
 const fl_layout *fl_plan_layout(const fl_plan *plan) { return plan ? &plan->layout : NULL; }
 size_t fl_plan_nargs(const fl_plan *plan) { return plan ? plan->nargs : 0; }
 size_t fl_plan_runtime_arg_count(const fl_plan *plan) { return plan ? plan->nruntime : 0; }
-int fl_plan_backend(const fl_plan *plan) { return plan ? plan->backend : -1; }
-int fl_plan_grid_mode(const fl_plan *plan) { return plan ? plan->grid_mode : -1; }
+fl_backend_id fl_plan_backend(const fl_plan *plan) { return plan ? plan->backend : FL_BACKEND_COUNT; }
+fl_abi fl_plan_abi(const fl_plan *plan) { return plan ? plan->target.abi : FL_ABI_COUNT; }
+fl_grid_mode fl_plan_grid_mode(const fl_plan *plan) { return plan ? plan->grid_mode : FL_GRID_CALLER; }
 const char *fl_plan_name(const fl_plan *plan) { return plan ? plan->name : NULL; }
 
 size_t fl_plan_arg_offset(const fl_plan *plan, size_t index) {

@@ -49,11 +49,12 @@ _ABIS = ("host", "cuda", "npu")
 
 # Option names that appear in the library's refusal reasons, mapped to the flag that sets them.
 _OPTION_FLAGS = (
-    ("cuda_hidden_ptrs", "--hidden-ptrs"),
+    ("hidden_ptrs", "--hidden-ptrs"),
     ("npu_scratch", "--scratch"),
-    ("npu_simt_only", "--simt-only"),
-    ("npu_dtdata", "--dtdata"),
-    ("npu_ffts", "--ffts"),
+    ("scratch", "--scratch"),
+    ("simt_only", "--simt-only"),
+    ("dtdata", "--dtdata"),
+    ("ffts", "--ffts"),
 )
 
 
@@ -79,8 +80,10 @@ def _cmd_layout(args: argparse.Namespace) -> int:
     from fastlaunch import layout
 
     try:
-        result = layout(args.abi, list(args.kinds), ffts=args.ffts, simt_only=args.simt_only, dtdata=args.dtdata,
-                        scratch=args.scratch, hidden_ptrs=args.hidden_ptrs)
+        # Only the options given: each flavour takes its own (the library refuses the others).
+        options = {k: v for k, v in (("ffts", args.ffts), ("simt_only", args.simt_only), ("dtdata", args.dtdata),
+                                     ("scratch", args.scratch), ("hidden_ptrs", args.hidden_ptrs)) if v}
+        result = layout(args.abi, list(args.kinds), **options)
     except ValueError as exc:
         raise _UsageError(_name_layout_argument(str(exc), args)) from None
     print(json.dumps(result, indent=args.indent))

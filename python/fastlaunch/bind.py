@@ -78,8 +78,9 @@ class Adapter:
         return launcher(*args, stream=stream)
 
 
-# Reasons the C entry gives for calls it hands back without having tried to launch.
-_CHECK_REASONS = frozenset({"runtime_kwargs", "stream_invalid_type", "stream_invalid", "args_count"})
+# Reasons the C entry gives for calls it hands back without having tried to launch (a reason's
+# code is what precedes its first colon).
+_CHECK_REASONS = frozenset({"runtime_kwargs", "stream_invalid_type", "stream_out_of_range", "args_count"})
 
 
 class SiteStats:
@@ -193,7 +194,7 @@ class BoundLaunch:
         if reason == "launcher_changed":
             self._drop_plan()
             return self(*args, stream=stream, **kwargs)
-        if reason in _CHECK_REASONS or any(reason == f[2] for f in self._flags):
+        if reason.split(":", 1)[0] in _CHECK_REASONS or any(reason == f[2] for f in self._flags):
             return self._stock(reason, args, stream, kwargs.pop("benchmark_run", False), kwargs)
         # A launch refused before the submit boundary.
         if stable:

@@ -59,7 +59,7 @@ def main(out_path=None):
     s = torch.cuda.current_stream().cuda_stream
     plan = plan_from_compiled(ck, grid=(1,))
     results = {}
-    results["driver cuLaunchKernel C loop"] = timed(lambda n: plan.cuda_launch_loop(args, s, n))
+    results["driver cuLaunchKernel C loop"] = timed(lambda n: _C.bench_launch_loop(plan, args, s, n))
     results["fastlaunch plan"] = timed(lambda n: _C.bench_loop(plan, args, {"stream": s}, n))
     # The parameter-array variant runs in a child (the mode is read once, when libcuda loads).
     if os.environ.get("FASTLAUNCH_CUDA_PARAMS") != "array":

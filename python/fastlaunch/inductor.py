@@ -216,11 +216,14 @@ class InductorAdapter(Adapter):
             raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{len(def_args)}")
         grid = [_inline(e, {n: str(v) for n, v in folded.items() if n in def_args}) for e in
                 grid_exprs_of(meta, launcher.config)]
-        opts = self._launch_options(autotuner, launcher)
+        options = self._launch_options(autotuner, launcher)
         kernel = self._kernel(autotuner, launcher)
         try:
-            plan = Plan(kernel, kinds, backend=self.backend, owner=launcher, grid_exprs=grid, arg_names=names,
-                        name=meta.get("kernel_name"), ignore=ignore or None, **opts)
+            # The CUDA flavour whenever the binary's own options apply (a cuda plan, or the null
+            # backend measuring one); host kernels standing in for the GPU take the host flavour.
+            plan = Plan(kernel, kinds, backend=self.backend, abi="cuda" if options else None, options=options or None,
+                        owner=launcher, grid_exprs=grid, arg_names=names, name=meta.get("kernel_name"),
+                        ignore=ignore or None)
         except (ValueError, TypeError, OverflowError) as exc:
             raise FastLaunchPlanUnavailable(f"plan_creation_error:{type(exc).__name__}") from exc
         # One-time check that the grid program computes what the launcher's Python computes.
@@ -253,7 +256,7 @@ class InductorAdapter(Adapter):
         if static is not None:
             return {"hidden_ptrs": int(bool(getattr(static, "has_global_scratch", False)))
                     + int(bool(getattr(static, "has_profile_scratch", False))),
-                    "num_warps": int(static.num_warps), "shared": int(static.shared)}
+                    "num_warps": int(static.num_warps), "shared_mem": int(static.shared)}
         binary = _scope(launcher).get("bin")
         md = getattr(binary, "metadata", None)
         if md is None:

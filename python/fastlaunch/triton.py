@@ -104,7 +104,7 @@ def launch_options_of(metadata) -> dict:
         raise FastLaunchPlanUnavailable(f"profile_scratch_required:{pss}")
     return {"hidden_ptrs": int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size")),
             "num_warps": int(_meta(metadata, "num_warps", 4)), "num_ctas": _ctas_per_cluster(metadata),
-            "shared": int(_meta(metadata, "shared", 0)),
+            "shared_mem": int(_meta(metadata, "shared", 0)),
             "cooperative": bool(_meta(metadata, "launch_cooperative_grid", False)),
             "pdl": bool(_meta(metadata, "launch_pdl", False))}
 
@@ -180,8 +180,8 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
     nfixed = len(fixed_args)
     if runtime_arg_count is not None and runtime_arg_count + nfixed != len(abi.kinds):
         raise FastLaunchPlanUnavailable(f"canonical_args_size_mismatch:{runtime_arg_count + nfixed}:{len(abi.kinds)}")
-    return Plan(function, abi.kinds, backend=backend, owner=compiled, fixed_args=list(fixed_args), grid=grid,
-                grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
-                name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None),
-                hidden_ptrs=abi.hidden_ptrs, num_warps=abi.num_warps, num_ctas=abi.num_ctas, shared=abi.shared,
-                cooperative=abi.cooperative, pdl=abi.pdl)
+    options = {"hidden_ptrs": abi.hidden_ptrs, "num_warps": abi.num_warps, "num_ctas": abi.num_ctas,
+               "shared_mem": abi.shared, "cooperative": abi.cooperative, "pdl": abi.pdl}
+    return Plan(function, abi.kinds, backend=backend, abi="cuda", options=options, owner=compiled,
+                fixed_args=list(fixed_args), grid=grid, grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
+                name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None))

@@ -60,7 +60,9 @@ static void load_driver(void) {
   SYM(cuLaunchKernelEx, false); /* drivers before CUDA 12 lack it; plans needing it are refused */
   fl_CUresult r = drv.cuInit(0);
   if (r != FL_CUDA_SUCCESS) {
-    snprintf(load_why, sizeof load_why, "cuInit:%d", r);
+    const char *name = NULL;
+    if (drv.cuGetErrorName(r, &name) != FL_CUDA_SUCCESS || !name) name = "CUDA_ERROR_UNKNOWN";
+    snprintf(load_why, sizeof load_why, "cuInit:%s:%d", name, r);
     return;
   }
   const char *mode = getenv("FASTLAUNCH_CUDA_PARAMS");
@@ -91,11 +93,10 @@ typedef struct cuda_plan {
 } cuda_plan;
 
 static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
-  const fl_launch_config *c = &desc->config;
+  /* The option table (target.c) has checked the ranges: num_warps <= 32, num_ctas <= 16. */
+  const fl_cuda_options *c = &desc->target.cuda;
   unsigned warps = c->num_warps ? c->num_warps : 4;
   unsigned ctas = c->num_ctas ? c->num_ctas : 1;
-  if (warps > 32) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "num_warps_out_of_range:%u", warps);
-  if (ctas > 16) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "num_ctas_out_of_range:%u", ctas);
   cuda_plan *cp = fl__calloc(1, sizeof *cp);
   if (!cp) return fl__fail(err, FL_NOMEM, false, "nomem:cuda_plan");
   cp->block_x = 32 * warps;
@@ -201,12 +202,18 @@ static fl_status cuda_submit(const fl_plan *plan, uint64_t stream, const void *a
   }
   if (FL__UNLIKELY(r != FL_CUDA_SUCCESS))
     return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(r));
+  fl__ok(err);
   return FL_OK;
 }
 
+static fl_status cuda_bench_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
+                                 uint64_t n, uint64_t *ns, fl_error *err);
+
 const fl__backend fl__backend_cuda = {
     .name = "cuda",
+    .default_abi = FL_ABI_CUDA,
     .abi_mask = 1u << FL_ABI_CUDA,
+    .kernel = FL_KERNEL_HANDLE,
     .grid_max = {INT32_MAX, 65535, 65535},
     .grid_max_product = 0,
     .grid_allow_zero = true,
@@ -215,6 +222,7 @@ const fl__backend fl__backend_cuda = {
     .plan_init = cuda_plan_init,
     .plan_fini = cuda_plan_fini,
     .submit = cuda_submit,
+    .bench_loop = cuda_bench_loop,
 };
 
 /* ---- module loading, for tools and tests that bring their own cubin ---- */
@@ -243,12 +251,8 @@ void fl_cuda_module_unload(void *module) {
 
 /* ---- the driver's floor, for benchmarks: cuLaunchKernel in a C loop with a parameter array ---- */
 
-fl_status fl_cuda_launch_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
-                              uint64_t n, uint64_t *ns, fl_error *err) {
-  fl_status st = cuda_load(err);
-  if (st != FL_OK) return st;
-  if (!plan || plan->backend != FL_BACKEND_CUDA || !packed || !ns)
-    return fl__fail(err, FL_BAD_VALUE, true, "cuda_launch_loop_args");
+static fl_status cuda_bench_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
+                                 uint64_t n, uint64_t *ns, fl_error *err) {
   const cuda_plan *cp = plan->backend_data;
   void *params[FL__MAX_ARGS + FL_CUDA_MAX_HIDDEN_PTRS];
   size_t np = 0;

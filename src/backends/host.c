@@ -231,7 +231,9 @@ static fl_status host_stream_count(uint64_t stream, uint64_t *count, fl_error *e
 
 const fl__backend fl__backend_host = {
     .name = "host",
+    .default_abi = FL_ABI_HOST,
     .abi_mask = 1u << FL_ABI_HOST,
+    .kernel = FL_KERNEL_HOST_FN,
     .grid_max = {INT32_MAX, INT32_MAX, INT32_MAX},
     .grid_max_product = 0,
     .grid_allow_zero = true,

@@ -58,11 +58,8 @@ static fl_status npu_load(fl_error *err) {
 
 static fl_status npu_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
   /* A static grid past the core limit would fail every launch: refuse the plan instead (stable). */
-  if (plan->grid_mode == FL_GRID_STATIC && !desc->config.npu_clamp_blocks &&
-      (uint64_t)plan->static_grid[0] * plan->static_grid[1] > 65535 / (plan->static_grid[2] ? plan->static_grid[2] : 1))
-    return fl__fail(err, FL_BAD_GRID, true, "grid_product_exceeds");
   /* The FFTS address comes from the runtime once per plan unless the caller supplied it. */
-  if (plan->layout.ffts >= 0 && desc->npu_ffts_addr == 0) {
+  if (plan->layout.ffts >= 0 && desc->target.npu.ffts_addr == 0) {
     void *addr = NULL;
     if (!acl.get_sync_addr) return fl__fail(err, FL_UNSUPPORTED, true, "npu_ffts_unavailable");
     fl_aclError r = acl.get_sync_addr(&addr);
@@ -79,30 +76,31 @@ static fl_status npu_submit(const fl_plan *plan, uint64_t stream, const void *ar
   /* Each dimension is below 2^31: the product can pass 2^64, so it saturates instead of wrapping. */
   uint64_t blocks = (uint64_t)grid[0] * grid[1];
   if (__builtin_mul_overflow(blocks, (uint64_t)grid[2], &blocks)) blocks = UINT64_MAX;
-  if (plan->config.npu_clamp_blocks) {
-    if (blocks > plan->config.npu_clamp_blocks) blocks = plan->config.npu_clamp_blocks;
-  } else if (FL__UNLIKELY(blocks > 65535)) {
-    return fl__fail(err, FL_BAD_GRID, false, "grid_product_exceeds");
-  }
+  /* The core checked the product against 65535 unless the plan clamps to the core count. */
+  const fl_npu_options *o = &plan->target.npu;
+  if (o->clamp_blocks && blocks > o->clamp_blocks) blocks = o->clamp_blocks;
   fl_aclrtLaunchKernelAttr attr;
   memset(&attr, 0, sizeof attr); /* the union's other bytes are reserved: zero, not left over */
   attr.id = FL_ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE;
-  attr.value.localMemorySize = plan->config.npu_dyn_ubuf;
+  attr.value.localMemorySize = o->dyn_ubuf;
   fl_aclrtLaunchKernelCfg cfg = {&attr, 1};
   fl_aclError r = acl.launch(plan->kernel, (uint32_t)blocks, (void *)(uintptr_t)stream,
-                             plan->config.npu_simt ? &cfg : NULL, (void *)args, size, NULL, 0);
+                             o->simt ? &cfg : NULL, (void *)args, size, NULL, 0);
   if (FL__UNLIKELY(r != 0)) {
     const char *msg = acl.recent_err ? acl.recent_err() : NULL;
     return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:npu:%d:%.80s", r, msg ? msg : "");
   }
+  fl__ok(err);
   return FL_OK;
 }
 
 const fl__backend fl__backend_npu = {
     .name = "npu",
+    .default_abi = FL_ABI_NPU,
     .abi_mask = 1u << FL_ABI_NPU,
+    .kernel = FL_KERNEL_HANDLE,
     .grid_max = {INT32_MAX, INT32_MAX, INT32_MAX},
-    .grid_max_product = 0, /* 65535 unless the plan clamps to the core count: checked in submit */
+    .grid_max_product = 65535, /* blocks per launch, unless the plan clamps to the core count */
     .grid_allow_zero = false,
     .max_args_size = 32768,
     .load = npu_load,

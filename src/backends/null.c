@@ -70,7 +70,10 @@ static fl_status null_stream_count(uint64_t stream, uint64_t *count, fl_error *e
 
 const fl__backend fl__backend_null = {
     .name = "null",
+    /* It measures the launch path of any flavour: the plan's target says which. */
+    .default_abi = FL_ABI_HOST,
     .abi_mask = (1u << FL_ABI_HOST) | (1u << FL_ABI_CUDA) | (1u << FL_ABI_NPU),
+    .kernel = FL_KERNEL_NONE,
     .grid_max = {INT32_MAX, INT32_MAX, INT32_MAX},
     .grid_max_product = 0,
     .grid_allow_zero = true,

@@ -109,15 +109,9 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
         if (cmp == -1 && PyErr_Occurred()) return NULL;
         if (cmp != 0) return fallback(self, "runtime_kwargs", false, args, nargs, kwnames);
       }
-      PyObject *value = args[nargs + (size_t)k];
-      if (value != Py_None) {
-        if (!PyLong_Check(value)) return fallback(self, "stream_invalid_type", false, args, nargs, kwnames);
-        stream = PyLong_AsUnsignedLongLong(value);
-        if (stream == (uint64_t)-1 && PyErr_Occurred()) {
-          PyErr_Clear();
-          return fallback(self, "stream_invalid", false, args, nargs, kwnames);
-        }
-      }
+      fl_error serr;
+      if (fl_ext_parse_stream(args[nargs + (size_t)k], &stream, &serr) < 0)
+        return fallback(self, serr.reason, false, args, nargs, kwnames);
     }
   }
   /* 4. Active launch hooks: this call goes through the stock launcher, the plan stays. */
@@ -125,7 +119,7 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *list = PyTuple_GET_ITEM(self->hook_lists, h);
     if (PyList_GET_SIZE(list) > 0) return fallback(self, "launch_hooks", false, args, nargs, kwnames);
   }
-  if (nargs != self->plan->ncall) return fallback(self, "args_count", false, args, nargs, kwnames);
+  if (nargs != self->plan->args.ncall) return fallback(self, "args_count", false, args, nargs, kwnames);
   fl_error err;
   int rc = fl_ext_plan_launch(self->plan, args, nargs, stream, NULL, &err);
   if (rc == 0) {

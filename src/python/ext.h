@@ -1,4 +1,14 @@
-/* ext.h: declarations shared by the files of the CPython extension fastlaunch._C. */
+/* ext.h: the declarations shared by the files of the CPython extension fastlaunch._C.
+ *
+ * The extension is built in layers, each calling only the ones below it (no file calls a file of its
+ * own layer or one above, except entry.c, which launches through plan_obj.c):
+ *   1. errors.c    the module state of a type, the error types, raising from an fl_error
+ *   2. convert.c   Python objects <-> the contract's values: launch arguments, streams, grids, kinds,
+ *                  strings, targets, layouts (one policy for each, used by every caller)
+ *   3. host_kernel.c, plan_obj.c, entry.c   the types (HostKernel, Plan, FinalizedLaunch)
+ *   4. testing.c   hooks for tests and benchmarks (fault injection, grid_eval, Floor, loops)
+ *   5. module.c    the module: state, functions, the types and hooks registered
+ * Nothing here names a backend: what differs between backends comes from fl_backend_info_get. */
 #ifndef FL_EXT_H
 #define FL_EXT_H
 
@@ -21,44 +31,82 @@ typedef struct {
   PyObject *str_fallback;     /* the bound launch's method called when the entry cannot launch */
 } fl_ext_state;
 
-extern PyModuleDef fl_ext_module;
-
-static inline fl_ext_state *fl_ext_state_of(PyObject *module) { return (fl_ext_state *)PyModule_GetState(module); }
+/* ---- 1. errors.c ---- */
+/* The state of the module that created `type` (the extension's types cannot be subclassed). */
 fl_ext_state *fl_ext_state_from_type(PyTypeObject *type);
-
+int fl_ext_add_errors(PyObject *module, fl_ext_state *st);
 /* Raises FastLaunchError from an fl_error (reason, backend_submitted, stable). Returns NULL. */
 PyObject *fl_ext_raise(fl_ext_state *st, const fl_error *err);
-/* Raises FastLaunchError with a reason made here (not submitted). */
+/* Raises FastLaunchError with a reason made here (not submitted). Returns NULL. */
 PyObject *fl_ext_raise_reason(fl_ext_state *st, bool stable, const char *fmt, ...);
-/* Raises FastLaunchPlanUnavailable from an fl_error (its reason and stability). */
+/* Raises FastLaunchPlanUnavailable from an fl_error (its reason and stability). Returns NULL. */
 PyObject *fl_ext_raise_unavailable(fl_ext_state *st, const fl_error *err);
+/* Raises a stable FastLaunchPlanUnavailable with a reason made here. Returns NULL. */
+PyObject *fl_ext_raise_reason_unavailable(fl_ext_state *st, const char *fmt, ...);
 
-int fl_ext_add_errors(PyObject *module, fl_ext_state *st);
-int fl_ext_add_plan_type(PyObject *module, fl_ext_state *st);
-int fl_ext_add_entry_type(PyObject *module, fl_ext_state *st);
-int fl_ext_add_host_kernel_type(PyObject *module, fl_ext_state *st);
+/* ---- 2. convert.c ---- */
+/* Packs larger argument lists than this through a heap array (rare: plans over 256 args). */
+#define FL_EXT_STACK_VALUES 256
 
-/* ---- plans ---- */
+/* How a call's positional arguments map onto a plan's runtime arguments. */
+typedef struct {
+  size_t nruntime;      /* runtime ABI arguments */
+  size_t ncall;         /* positional arguments per call: nruntime plus the ignored ones */
+  int32_t *argmap;      /* per positional argument: its ABI index, or -1 (ignored); NULL: identity */
+  const fl_kind *kinds; /* the plan's kinds (at least nruntime) */
+} fl_ext_args;
+
+/* Converts a call's positional arguments to runtime values (before the submit boundary). Returns
+ * 0; -1 with `err` filled (no Python exception); -2 with a Python exception that must propagate
+ * as it is (KeyboardInterrupt and the like, raised by an argument's own code). */
+int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *args, size_t nargs, fl_value *values,
+                   fl_error *err);
+/* Reads a stream handle: None is 0, an int must be in [0, 2^64). Returns 0, or -1 with `err`
+ * filled ("stream_invalid_type:<type>", "stream_out_of_range"); no Python exception. */
+int fl_ext_parse_stream(PyObject *obj, uint64_t *stream, fl_error *err);
+/* Reads a grid of 1 to 3 ints (missing dimensions are 1). Returns 0, or -1 with `err` filled. */
+int fl_ext_parse_grid(PyObject *obj, int64_t grid[3], fl_error *err);
+/* Parses kind names or Triton signature entries ("*fp32", "i32", ...) with fl_kind_parse. The
+ * array is PyMem-allocated. Returns 0, or -1 with an exception naming the argument: a stable
+ * FastLaunchPlanUnavailable when `refusal` (building a plan), else ValueError. */
+int fl_ext_parse_kinds(fl_ext_state *st, PyObject *seq, bool refusal, fl_kind **out, size_t *n);
+/* Reads a sequence of str as UTF-8 pointers (NUL inside a string refused). The pointers live as
+ * long as the str objects, which *keep (a tuple) holds: the caller releases it after use. `want`
+ * 0 takes any length. Returns 0, or -1 with a Python exception naming `what`. */
+int fl_ext_parse_strings(PyObject *seq, const char *what, size_t want, const char ***out, PyObject **keep);
+/* Reads fixed argument values (int, float, bool, None). PyMem-allocated. */
+int fl_ext_parse_values(PyObject *seq, fl_value **out, size_t *n);
+/* Fills a target from a flavour name and a mapping of option names to ints or bools. */
+int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl_target *target);
+/* A layout as a dict {size, align, args, grid, ffts, hidden}. */
+PyObject *fl_ext_layout_dict(const fl_layout *layout, const size_t *offsets, size_t n);
+
+/* ---- 3. the types ---- */
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   const fl_plan *plan;
-  fl_ext_state *state;    /* borrowed: the module outlives its types' instances through the type */
-  PyObject *owner;        /* keeps the kernel's owner (a CompiledKernel, a HostKernel) alive */
+  fl_ext_state *state;  /* borrowed: the module outlives its types' instances through the type */
+  PyObject *owner;      /* keeps the kernel's owner (a CompiledKernel, a HostKernel) alive */
   PyObject *name;
-  size_t nruntime;   /* runtime ABI arguments */
-  size_t ncall;      /* positional arguments per call: nruntime plus the ignored ones */
-  int32_t *argmap;   /* per positional argument: its ABI index, or -1 (ignored); NULL: identity */
-  int backend;
-  const fl_kind *kinds;   /* fl_plan's own array (nargs) */
+  fl_ext_args args;
 } fl_PlanObject;
 
-/* Converts the positional arguments to values (before the submit boundary) and launches.
- * Returns 0, or -1 with FastLaunchError set. */
+int fl_ext_add_host_kernel_type(PyObject *module, fl_ext_state *st);
+/* Hands a HostKernel's function to a plan, with its own reference to the library: 1. Not a
+ * HostKernel: 0. */
+int fl_ext_host_kernel_take(PyObject *obj, PyTypeObject *type, void **fn, fl_host_lib **lib);
+
+int fl_ext_add_plan_type(PyObject *module, fl_ext_state *st);
+/* Converts the positional arguments (before the submit boundary) and launches. Returns 0; -1 with
+ * `err` filled (no Python exception); -2 with a Python exception set. */
 int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs, uint64_t stream,
                        const int64_t *grid, fl_error *err);
-/* Reads a stream handle (an int) and an optional grid tuple from Python objects. */
-int fl_ext_parse_stream(fl_ext_state *st, PyObject *obj, uint64_t *stream);
-int fl_ext_parse_grid(fl_ext_state *st, PyObject *obj, int64_t grid[3]);
+
+int fl_ext_add_entry_type(PyObject *module, fl_ext_state *st);
+
+/* ---- 4. testing.c ---- */
+extern PyMethodDef fl_ext_testing_methods[];
+int fl_ext_add_testing_types(PyObject *module, fl_ext_state *st);
 
 #endif

@@ -2,6 +2,9 @@
 #ifndef FL_TEST_H
 #define FL_TEST_H
 
+#include "fastlaunch.h"
+#include "fastlaunch_testing.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

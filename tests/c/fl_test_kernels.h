@@ -62,7 +62,7 @@ static inline fl_plan *fl_test_host_plan(const char *so, const char *symbol, con
   memset(&d, 0, sizeof d);
   d.name = symbol;
   d.backend = FL_BACKEND_HOST;
-  d.abi.abi = FL_ABI_HOST;
+  d.target.abi = FL_ABI_HOST;
   d.kernel = fn;
   d.owner = lib;
   d.owner_release = fl_host_lib_release_owner;

@@ -273,7 +273,7 @@ static fl_plan *null_plan(const fl_kind *kinds, size_t nkinds, size_t nruntime, 
   memset(&d, 0, sizeof d);
   d.name = "null_kernel";
   d.backend = FL_BACKEND_NULL;
-  d.abi.abi = FL_ABI_HOST;
+  d.target.abi = FL_ABI_HOST;
   d.kinds = kinds;
   d.nkinds = nkinds;
   d.runtime_arg_count = nruntime;

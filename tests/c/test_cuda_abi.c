@@ -107,8 +107,8 @@ static fl_plan_desc cuda_desc(void) {
   fl_plan_desc d;
   memset(&d, 0, sizeof d);
   d.backend = FL_BACKEND_CUDA;
-  d.abi.abi = FL_ABI_CUDA;
-  d.abi.cuda_hidden_ptrs = 2;
+  d.target.abi = FL_ABI_CUDA;
+  d.target.cuda.hidden_ptrs = 2;
   d.kernel = (void *)0xf00d;
   d.kinds = sig;
   d.nkinds = 5;
@@ -118,8 +118,8 @@ static fl_plan_desc cuda_desc(void) {
   d.fixed_args = fixed;
   d.grid_mode = FL_GRID_STATIC;
   d.static_grid[0] = 5, d.static_grid[1] = 2, d.static_grid[2] = 1;
-  d.config.num_warps = 8;
-  d.config.shared_mem = 1000;
+  d.target.cuda.num_warps = 8;
+  d.target.cuda.shared_mem = 1000;
   return d;
 }
 
@@ -196,9 +196,9 @@ static void launches_through_fake(bool param_array) {
 
   /* Clusters, cooperative and PDL go through cuLaunchKernelEx with the x grid scaled by num_ctas. */
   d = cuda_desc();
-  d.config.num_ctas = 2;
-  d.config.cooperative = true;
-  d.config.pdl = true;
+  d.target.cuda.num_ctas = 2;
+  d.target.cuda.cooperative = true;
+  d.target.cuda.pdl = true;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_OK(fl_launch(p, 0x77, args, 4, NULL, &err), &err);
   ASSERT_EQ(s->ex_calls, 1);
@@ -222,21 +222,21 @@ static void launches_through_fake(bool param_array) {
 
   /* More than 48 KiB of shared memory opts in: optin (232448) minus the static size (1024). */
   d = cuda_desc();
-  d.config.shared_mem = 100000;
+  d.target.cuda.shared_mem = 100000;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_EQ(s->last_set_attr, FL_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   ASSERT_EQ(s->last_set_value, 232448 - 1024);
   fl_plan_release(p);
-  d.config.shared_mem = 300000;
+  d.target.cuda.shared_mem = 300000;
   fl_plan *q = (fl_plan *)0x1;
   ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_UNSUPPORTED, "shared_mem_exceeds_device:300000:231424");
   ASSERT_TRUE(q == NULL);
   d = cuda_desc();
-  d.config.num_warps = 64;
-  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "num_warps_out_of_range:64");
+  d.target.cuda.num_warps = 64;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "option_out_of_range:num_warps:64");
   d = cuda_desc();
-  d.config.num_ctas = 32;
-  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "num_ctas_out_of_range:32");
+  d.target.cuda.num_ctas = 32;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "option_out_of_range:num_ctas:32");
   /* Module loading reports the driver's error name. */
   void *fn, *mod;
   ASSERT_OK(fl_cuda_module_load("image", "kernel", &fn, &mod, &err), &err);

@@ -566,7 +566,7 @@ static void test_null_counts(void) {
     fl_plan_desc d;
     memset(&d, 0, sizeof d);
     d.backend = FL_BACKEND_NULL;
-    d.abi.abi = abis[a];
+    d.target.abi = abis[a];
     d.kinds = kinds;
     d.nkinds = 2;
     d.runtime_arg_count = 2;
@@ -707,7 +707,7 @@ static void test_host_kernel_null(void) {
   fl_plan_desc d;
   memset(&d, 0, sizeof d);
   d.backend = FL_BACKEND_HOST;
-  d.abi.abi = FL_ABI_HOST;
+  d.target.abi = FL_ABI_HOST;
   d.kinds = kinds;
   d.nkinds = 1;
   d.runtime_arg_count = 1;
@@ -734,7 +734,7 @@ static void test_owner_keeps_lib(void) {
   fl_plan_desc d;
   memset(&d, 0, sizeof d);
   d.backend = FL_BACKEND_HOST;
-  d.abi.abi = FL_ABI_HOST;
+  d.target.abi = FL_ABI_HOST;
   d.kernel = fn;
   d.owner = lib;
   d.owner_release = fl_host_lib_release_owner;

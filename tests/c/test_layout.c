@@ -19,9 +19,9 @@
 #define FL_TEST_MAIN
 #include "fl_test.h"
 
-static fl_abi_options npu_opts(bool ffts, bool simt_only, bool dtdata, uint32_t scratch) {
-  fl_abi_options o = {.abi = FL_ABI_NPU, .npu_ffts = ffts, .npu_simt_only = simt_only,
-                      .npu_dtdata = dtdata, .npu_scratch = scratch};
+static fl_target npu_opts(bool ffts, bool simt_only, bool dtdata, uint32_t scratch) {
+  fl_target o = {.abi = FL_ABI_NPU, .npu.ffts = ffts, .npu.simt_only = simt_only,
+                      .npu.dtdata = dtdata, .npu.scratch = scratch};
   return o;
 }
 
@@ -34,7 +34,7 @@ static void doc_worked_examples(void) {
 
   /* "FFTS on, non-pure-SIMT, (tensor, tensor, i32): ffts 0, lock 8, ws 16, ptr 24, ptr 32, i32 40,
    * gridX 44, gridY 48, gridZ 52 -> end 56 -> size 56." */
-  fl_abi_options o = npu_opts(true, false, false, 0);
+  fl_target o = npu_opts(true, false, false, 0);
   const fl_kind k1[] = {FL_KIND_PTR, FL_KIND_PTR, FL_KIND_I32};
   ASSERT_OK(fl_layout_compute(&o, k1, 3, &l, off, &err), &err);
   ASSERT_EQ(l.ffts, 0);
@@ -81,7 +81,7 @@ static void doc_trailing_slots(void) {
   fl_error err;
   fl_layout l;
   size_t off[3];
-  fl_abi_options o = npu_opts(true, false, true, 0);
+  fl_target o = npu_opts(true, false, true, 0);
   const fl_kind k1[] = {FL_KIND_PTR, FL_KIND_PTR, FL_KIND_I32};
   ASSERT_OK(fl_layout_compute(&o, k1, 3, &l, off, &err), &err);
   ASSERT_EQ(l.hidden_first, 56);
@@ -137,25 +137,25 @@ static int triton_ascend_align(const char *ty) {
 
 static void kind_slots_match_c_types(void) {
 #define CHECK(k, nat, npu)                                                                         \
-  ASSERT_EQ_U(fl__kind_size(FL_ABI_HOST, k), sizeof(nat));                                         \
-  ASSERT_EQ_U(fl__kind_align(FL_ABI_HOST, k), _Alignof(nat));                                      \
-  ASSERT_EQ_U(fl__kind_size(FL_ABI_CUDA, k), sizeof(nat));                                         \
-  ASSERT_EQ_U(fl__kind_align(FL_ABI_CUDA, k), _Alignof(nat));                                      \
-  ASSERT_EQ_U(fl__kind_size(FL_ABI_NPU, k), sizeof(npu));                                          \
-  ASSERT_EQ_U(fl__kind_align(FL_ABI_NPU, k), (size_t)triton_ascend_align(triton_type[k]));
+  ASSERT_EQ_U(fl__layout_kind_size(FL_ABI_HOST, k), sizeof(nat));                                         \
+  ASSERT_EQ_U(fl__layout_kind_align(FL_ABI_HOST, k), _Alignof(nat));                                      \
+  ASSERT_EQ_U(fl__layout_kind_size(FL_ABI_CUDA, k), sizeof(nat));                                         \
+  ASSERT_EQ_U(fl__layout_kind_align(FL_ABI_CUDA, k), _Alignof(nat));                                      \
+  ASSERT_EQ_U(fl__layout_kind_size(FL_ABI_NPU, k), sizeof(npu));                                          \
+  ASSERT_EQ_U(fl__layout_kind_align(FL_ABI_NPU, k), (size_t)triton_ascend_align(triton_type[k]));
   KIND_TYPES(CHECK)
 #undef CHECK
   /* Bad input answers 0 rather than a plausible size. */
-  ASSERT_EQ_U(fl__kind_size(FL_ABI_COUNT, FL_KIND_I32), 0);
-  ASSERT_EQ_U(fl__kind_size(-1, FL_KIND_I32), 0);
-  ASSERT_EQ_U(fl__kind_align(FL_ABI_COUNT, FL_KIND_I32), 0);
-  ASSERT_EQ_U(fl__kind_size(FL_ABI_HOST, FL_KIND_COUNT), 0);
-  ASSERT_EQ_U(fl__kind_align(FL_ABI_NPU, FL_KIND_COUNT), 0);
+  ASSERT_EQ_U(fl__layout_kind_size(FL_ABI_COUNT, FL_KIND_I32), 0);
+  ASSERT_EQ_U(fl__layout_kind_size(-1, FL_KIND_I32), 0);
+  ASSERT_EQ_U(fl__layout_kind_align(FL_ABI_COUNT, FL_KIND_I32), 0);
+  ASSERT_EQ_U(fl__layout_kind_size(FL_ABI_HOST, FL_KIND_COUNT), 0);
+  ASSERT_EQ_U(fl__layout_kind_align(FL_ABI_NPU, FL_KIND_COUNT), 0);
   fl_kind neg;
   int minus_one = -1;
   memcpy(&neg, &minus_one, sizeof neg);
-  ASSERT_EQ_U(fl__kind_size(FL_ABI_HOST, neg), 0);
-  ASSERT_EQ_U(fl__kind_align(FL_ABI_HOST, neg), 0);
+  ASSERT_EQ_U(fl__layout_kind_size(FL_ABI_HOST, neg), 0);
+  ASSERT_EQ_U(fl__layout_kind_align(FL_ABI_HOST, neg), 0);
 }
 
 static void empty_and_max_signatures(void) {
@@ -163,7 +163,7 @@ static void empty_and_max_signatures(void) {
   fl_layout l;
   /* No arguments: an empty host buffer (size 0, align 1, like an empty GNU C struct); NULL kinds
    * and NULL offsets are accepted when there is nothing to lay out. */
-  fl_abi_options o = {.abi = FL_ABI_HOST};
+  fl_target o = {.abi = FL_ABI_HOST};
   ASSERT_OK(fl_layout_compute(&o, NULL, 0, &l, NULL, &err), &err);
   ASSERT_EQ_U(l.size, 0);
   ASSERT_EQ_U(l.align, 1);
@@ -193,12 +193,12 @@ static void refusals(void) {
   fl_layout l;
   size_t off[4];
   const fl_kind ok[] = {FL_KIND_PTR, FL_KIND_I32};
-  fl_abi_options o = {.abi = FL_ABI_HOST};
+  fl_target o = {.abi = FL_ABI_HOST};
 
   ASSERT_FAILS(fl_layout_compute(&o, ok, 2, NULL, off, &err), &err, FL_BAD_DESCRIPTOR, "layout_null");
   ASSERT_TRUE(err.stable);
   ASSERT_TRUE(!err.backend_submitted);
-  ASSERT_FAILS(fl_layout_compute(NULL, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR, "abi_null");
+  ASSERT_FAILS(fl_layout_compute(NULL, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR, "target_null");
   o.abi = FL_ABI_COUNT;
   ASSERT_FAILS(fl_layout_compute(&o, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR, "abi_unknown:3");
   o.abi = -7;
@@ -213,7 +213,7 @@ static void refusals(void) {
   /* Unknown kinds name their index and value, in every flavour. */
   fl_kind bad[3] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_COUNT};
   for (int abi = 0; abi < FL_ABI_COUNT; abi++) {
-    fl_abi_options a = {.abi = abi};
+    fl_target a = {.abi = abi};
     ASSERT_FAILS(fl_layout_compute(&a, bad, 3, &l, off, &err), &err, FL_BAD_KIND, "kind_unknown:2:14");
     ASSERT_TRUE(err.stable);
   }
@@ -224,40 +224,40 @@ static void refusals(void) {
   /* Options of one flavour are refused by the others. */
   static const struct {
     int abi;
-    fl_abi_options opts;
+    fl_target opts;
     const char *reason;
   } foreign[] = {
-      {FL_ABI_HOST, {.cuda_hidden_ptrs = 1}, "abi_option_not_for_flavour:cuda_hidden_ptrs:host"},
-      {FL_ABI_HOST, {.npu_ffts = true}, "abi_option_not_for_flavour:npu_ffts:host"},
-      {FL_ABI_HOST, {.npu_simt_only = true}, "abi_option_not_for_flavour:npu_simt_only:host"},
-      {FL_ABI_HOST, {.npu_dtdata = true}, "abi_option_not_for_flavour:npu_dtdata:host"},
-      {FL_ABI_HOST, {.npu_scratch = 2}, "abi_option_not_for_flavour:npu_scratch:host"},
-      {FL_ABI_CUDA, {.npu_ffts = true}, "abi_option_not_for_flavour:npu_ffts:cuda"},
-      {FL_ABI_CUDA, {.npu_simt_only = true}, "abi_option_not_for_flavour:npu_simt_only:cuda"},
-      {FL_ABI_CUDA, {.npu_dtdata = true}, "abi_option_not_for_flavour:npu_dtdata:cuda"},
-      {FL_ABI_CUDA, {.npu_scratch = 1}, "abi_option_not_for_flavour:npu_scratch:cuda"},
-      {FL_ABI_NPU, {.cuda_hidden_ptrs = 2}, "abi_option_not_for_flavour:cuda_hidden_ptrs:npu"},
+      {FL_ABI_HOST, {.cuda.hidden_ptrs = 1}, "option_not_for_flavour:hidden_ptrs:host"},
+      {FL_ABI_HOST, {.npu.ffts = true}, "option_not_for_flavour:ffts:host"},
+      {FL_ABI_HOST, {.npu.simt_only = true}, "option_not_for_flavour:simt_only:host"},
+      {FL_ABI_HOST, {.npu.dtdata = true}, "option_not_for_flavour:dtdata:host"},
+      {FL_ABI_HOST, {.npu.scratch = 2}, "option_not_for_flavour:scratch:host"},
+      {FL_ABI_CUDA, {.npu.ffts = true}, "option_not_for_flavour:ffts:cuda"},
+      {FL_ABI_CUDA, {.npu.simt_only = true}, "option_not_for_flavour:simt_only:cuda"},
+      {FL_ABI_CUDA, {.npu.dtdata = true}, "option_not_for_flavour:dtdata:cuda"},
+      {FL_ABI_CUDA, {.npu.scratch = 1}, "option_not_for_flavour:scratch:cuda"},
+      {FL_ABI_NPU, {.cuda.hidden_ptrs = 2}, "option_not_for_flavour:hidden_ptrs:npu"},
   };
   for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
-    fl_abi_options a = foreign[i].opts;
+    fl_target a = foreign[i].opts;
     a.abi = foreign[i].abi;
     ASSERT_FAILS(fl_layout_compute(&a, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR, foreign[i].reason);
     ASSERT_TRUE(err.stable);
   }
 
-  fl_abi_options c = {.abi = FL_ABI_CUDA, .cuda_hidden_ptrs = 3};
+  fl_target c = {.abi = FL_ABI_CUDA, .cuda.hidden_ptrs = 3};
   ASSERT_FAILS(fl_layout_compute(&c, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR,
-               "cuda_hidden_ptrs_out_of_range:3");
-  c.cuda_hidden_ptrs = UINT32_MAX;
+               "option_out_of_range:hidden_ptrs:3");
+  c.cuda.hidden_ptrs = UINT32_MAX;
   ASSERT_FAILS(fl_layout_compute(&c, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR,
-               "cuda_hidden_ptrs_out_of_range:4294967295");
+               "option_out_of_range:hidden_ptrs:4294967295");
 
-  fl_abi_options n = npu_opts(false, false, true, 1);
+  fl_target n = npu_opts(false, false, true, 1);
   ASSERT_FAILS(fl_layout_compute(&n, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR,
                "npu_scratch_requires_simt_only");
   n = npu_opts(true, true, false, 3);
   ASSERT_FAILS(fl_layout_compute(&n, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR,
-               "npu_scratch_out_of_range:3");
+               "option_out_of_range:scratch:3");
   /* A NULL err still gets the status. */
   ASSERT_EQ(fl_layout_compute(&n, ok, 2, &l, off, NULL), FL_BAD_DESCRIPTOR);
 }
@@ -268,7 +268,7 @@ static void refusal_leaves_outputs_alone(void) {
   memset(&l, 0xAB, sizeof l);
   size_t off[3] = {777, 777, 777};
   const fl_kind bad[3] = {FL_KIND_PTR, FL_KIND_I32, (fl_kind)99};
-  fl_abi_options o = {.abi = FL_ABI_CUDA, .cuda_hidden_ptrs = 2};
+  fl_target o = {.abi = FL_ABI_CUDA, .cuda.hidden_ptrs = 2};
   ASSERT_FAILS(fl_layout_compute(&o, bad, 3, &l, off, &err), &err, FL_BAD_KIND, "kind_unknown:2:99");
   ASSERT_EQ_U(off[0], 777);
   ASSERT_EQ_U(off[1], 777);
@@ -281,7 +281,7 @@ static void refusal_leaves_outputs_alone(void) {
 enum { RANDOM_SIGS = 1000, MAX_RANDOM_LEN = 70, MAX_OPTION_SETS = 32, MAX_MISMATCHES = 5, HDR = 10 };
 
 typedef struct option_set {
-  fl_abi_options opts;
+  fl_target opts;
   char label[64];
 } option_set;
 
@@ -303,10 +303,10 @@ static uint64_t rng_next(void) {
 
 static size_t option_sets(option_set *sets) {
   size_t n = 0;
-  sets[n].opts = (fl_abi_options){.abi = FL_ABI_HOST};
+  sets[n].opts = (fl_target){.abi = FL_ABI_HOST};
   snprintf(sets[n++].label, sizeof sets[0].label, "host");
   for (uint32_t h = 0; h <= FL_CUDA_MAX_HIDDEN_PTRS; h++) {
-    sets[n].opts = (fl_abi_options){.abi = FL_ABI_CUDA, .cuda_hidden_ptrs = h};
+    sets[n].opts = (fl_target){.abi = FL_ABI_CUDA, .cuda.hidden_ptrs = h};
     snprintf(sets[n++].label, sizeof sets[0].label, "cuda_hidden%u", (unsigned)h);
   }
   for (int ffts = 0; ffts < 2; ffts++)
@@ -350,12 +350,12 @@ static bool make_sigs(sig_list *s) {
  * followed by a row of what the compiler says about it: sizeof, _Alignof, the ffts and grid
  * offsets (or -1), the first and last hidden slots (or -1), the generator's hidden slot count,
  * the argument count and each argument's offsetof. */
-static void emit_struct(FILE *f, const fl_abi_options *o, const fl_kind *k, size_t n, size_t idx) {
+static void emit_struct(FILE *f, const fl_target *o, const fl_kind *k, size_t n, size_t idx) {
   bool npu = o->abi == FL_ABI_NPU;
   fprintf(f, "struct %s s%zu {\n", npu ? "__attribute__((packed))" : "", idx);
   if (npu) {
-    if (o->npu_ffts) fprintf(f, "  void* ffts_addr __attribute__((aligned(8)));\n");
-    if (!o->npu_simt_only)
+    if (o->npu.ffts) fprintf(f, "  void* ffts_addr __attribute__((aligned(8)));\n");
+    if (!o->npu.simt_only)
       fprintf(f, "  void* syncBlockLock __attribute__((aligned(8)));\n"
                  "  void* workspace_addr __attribute__((aligned(8)));\n");
   }
@@ -373,13 +373,13 @@ static void emit_struct(FILE *f, const fl_abi_options *o, const fl_kind *k, size
                "  int32_t gridY __attribute__((aligned(4)));\n"
                "  int32_t gridZ __attribute__((aligned(4)));\n");
     static const char *const scratch[2] = {"global_scratch", "profile_scratch"};
-    for (uint32_t h = 0; h < o->npu_scratch && h < 2; h++) {
+    for (uint32_t h = 0; h < o->npu.scratch && h < 2; h++) {
       fprintf(f, "  void* %s __attribute__((aligned(8)));\n", scratch[h]);
       if (!first_hidden) first_hidden = scratch[h];
       last_hidden = scratch[h];
       hidden++;
     }
-    if (o->npu_dtdata) {
+    if (o->npu.dtdata) {
       fprintf(f, "  void* DTData __attribute__((aligned(8)));\n");
       if (!first_hidden) first_hidden = "DTData";
       last_hidden = "DTData";
@@ -387,7 +387,7 @@ static void emit_struct(FILE *f, const fl_abi_options *o, const fl_kind *k, size
     }
   } else {
     static const char *const scratch[2] = {"global_scratch", "profile_scratch"};
-    for (uint32_t h = 0; h < o->cuda_hidden_ptrs && h < 2; h++) {
+    for (uint32_t h = 0; h < o->cuda.hidden_ptrs && h < 2; h++) {
       fprintf(f, "  void* %s;\n", scratch[h]);
       if (!first_hidden) first_hidden = scratch[h];
       last_hidden = scratch[h];
@@ -397,7 +397,7 @@ static void emit_struct(FILE *f, const fl_abi_options *o, const fl_kind *k, size
   fprintf(f, "};\nstatic const long long r%zu[] = {(long long)sizeof(struct s%zu), "
              "(long long)_Alignof(struct s%zu), ",
           idx, idx, idx);
-  if (npu && o->npu_ffts)
+  if (npu && o->npu.ffts)
     fprintf(f, "(long long)offsetof(struct s%zu, ffts_addr), ", idx);
   else
     fprintf(f, "-1, ");
@@ -417,7 +417,7 @@ static void emit_struct(FILE *f, const fl_abi_options *o, const fl_kind *k, size
   fprintf(f, "};\n");
 }
 
-static bool write_source(const char *path, const fl_abi_options *o, const sig_list *s) {
+static bool write_source(const char *path, const fl_target *o, const sig_list *s) {
   FILE *f = fopen(path, "w");
   if (!f) return false;
   fprintf(f, "/* generated by test_layout.c */\n#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n"
@@ -442,7 +442,7 @@ static void print_sig(const fl_kind *k, size_t n) {
 }
 
 /* Compares one row of compiler output with fl_layout_compute; returns false on a mismatch. */
-static bool check_row(const char *label, size_t idx, const fl_abi_options *o, const fl_kind *k, size_t n,
+static bool check_row(const char *label, size_t idx, const fl_target *o, const fl_kind *k, size_t n,
                       const long long *row, size_t nrow) {
   static size_t off[FL__MAX_ARGS];
   fl_layout l;

@@ -102,7 +102,7 @@ static void unavailable_without_libascendcl(void) {
   fl_plan_desc d;
   memset(&d, 0, sizeof d);
   d.backend = FL_BACKEND_NPU;
-  d.abi.abi = FL_ABI_NPU;
+  d.target.abi = FL_ABI_NPU;
   d.kernel = (void *)0x1;
   d.kinds = k;
   d.nkinds = 1;
@@ -158,8 +158,8 @@ static fl_plan_desc npu_desc(void) {
   memset(&d, 0, sizeof d);
   d.name = "fake_kernel";
   d.backend = FL_BACKEND_NPU;
-  d.abi.abi = FL_ABI_NPU;
-  d.abi.npu_ffts = true;
+  d.target.abi = FL_ABI_NPU;
+  d.target.npu.ffts = true;
   d.kernel = KERNEL;
   d.kinds = sig;
   d.nkinds = 6;
@@ -256,7 +256,7 @@ static void fake_packed_buffer(void) {
   d.grid_exprs[0] = "cdiv(n, 64)";
   d.grid_exprs[1] = "2 if flag else 1";
   d.grid_exprs[2] = "max(n // 500, 1)";
-  d.npu_ffts_addr = 0x12345678abcd0000ull;
+  d.target.npu.ffts_addr = 0x12345678abcd0000ull;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_EQ(fl_plan_grid_mode(p), FL_GRID_PROGRAM);
   ASSERT_EQ(s->sync_calls, 1);
@@ -333,7 +333,7 @@ static void fake_grid_limits(void) {
 
   /* With npu_clamp_blocks the block count is clamped to it, however large the product; the grid
    * slots still carry the whole grid. */
-  d.config.npu_clamp_blocks = 40;
+  d.target.npu.clamp_blocks = 40;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   int calls = s->calls;
   const int64_t clamped[][3] = {{65536, 1, 1}, {65536, 65536, 1}, {65536, 65537, 1}, {big, big, 4}, {big, big, big}, {5, 8, 1}};
@@ -371,7 +371,7 @@ static void fake_grid_limits(void) {
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   fl_plan_release(p);
   d.static_grid[0] = 65536;
-  d.config.npu_clamp_blocks = 48;
+  d.target.npu.clamp_blocks = 48;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_OK(fl_launch(p, STREAM, a, 5, NULL, &err), &err);
   ASSERT_EQ_U(s->num_blocks, 48);
@@ -390,8 +390,8 @@ static void fake_simt_cfg(void) {
   fl_error err;
   fl_plan *p;
   fl_plan_desc d = npu_desc();
-  d.config.npu_simt = true;
-  d.config.npu_dyn_ubuf = 0x12345;
+  d.target.npu.simt = true;
+  d.target.npu.dyn_ubuf = 0x12345;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_OK(fl_launch(p, STREAM, args_for(1), 5, NULL, &err), &err);
   ASSERT_EQ(s->calls, 1);
@@ -403,7 +403,7 @@ static void fake_simt_cfg(void) {
   ASSERT_EQ_U(s->buffer_size, 72);
   fl_plan_release(p);
   /* A zero size is still attached when SIMT is on. */
-  d.config.npu_dyn_ubuf = 0;
+  d.target.npu.dyn_ubuf = 0;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_OK(fl_launch(p, STREAM, args_for(1), 5, NULL, &err), &err);
   ASSERT_TRUE(!s->cfg_null);
@@ -412,8 +412,8 @@ static void fake_simt_cfg(void) {
   ASSERT_EQ_U(s->attr_value, 0);
   fl_plan_release(p);
   /* SIMT off: no cfg at all, whatever npu_dyn_ubuf says. */
-  d.config.npu_simt = false;
-  d.config.npu_dyn_ubuf = 4096;
+  d.target.npu.simt = false;
+  d.target.npu.dyn_ubuf = 4096;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_OK(fl_launch(p, STREAM, args_for(1), 5, NULL, &err), &err);
   ASSERT_EQ(s->calls, 3);
@@ -484,7 +484,7 @@ static void fake_sync_addr_failure(void) {
   ASSERT_EQ(s->sync_calls, 2);
   /* The runtime is not asked when the caller gives the address or the kernel has no FFTS slot. */
   s->sync_fail = 507899;
-  d.npu_ffts_addr = 0xfeed0000;
+  d.target.npu.ffts_addr = 0xfeed0000;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_OK(fl_launch(p, STREAM, args_for(1), 5, NULL, &err), &err);
   uint64_t ffts;
@@ -492,7 +492,7 @@ static void fake_sync_addr_failure(void) {
   ASSERT_EQ_U(ffts, 0xfeed0000);
   fl_plan_release(p);
   d = npu_desc();
-  d.abi.npu_ffts = false;
+  d.target.npu.ffts = false;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_EQ(fl_plan_layout(p)->ffts, -1);
   ASSERT_EQ_U(fl_plan_layout(p)->size, 64);
@@ -504,21 +504,21 @@ static void fake_sync_addr_failure(void) {
 
 /* Builds a plan over `kinds`, launches it with `args` on a {2,3,1} grid and checks the buffer the
  * fake received against `want`. */
-static void launch_layout(fake_acl *s, fl_abi_options abi, const fl_kind *kinds, size_t n, const fl_value *args,
+static void launch_layout(fake_acl *s, fl_target abi, const fl_kind *kinds, size_t n, const fl_value *args,
                           const unsigned char *want, size_t size, bool simt) {
   fl_error err;
   fl_plan *p;
   fl_plan_desc d;
   memset(&d, 0, sizeof d);
   d.backend = FL_BACKEND_NPU;
-  d.abi = abi;
+  d.target = abi;
   d.kernel = KERNEL;
   d.kinds = kinds;
   d.nkinds = n;
   d.runtime_arg_count = n;
   d.grid_mode = FL_GRID_CALLER;
-  d.config.npu_simt = simt;
-  d.config.npu_dyn_ubuf = 65536;
+  d.target.npu.simt = simt;
+  d.target.npu.dyn_ubuf = 65536;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
   ASSERT_EQ_U(fl_plan_layout(p)->size, size);
   int calls = s->calls;
@@ -549,21 +549,21 @@ static void fake_hidden_slot_layouts(void) {
   {
     const fl_kind k[] = {FL_KIND_PTR, FL_KIND_I32};
     const fl_value a[] = {fl_ptr((void *)0xdead0000), fl_int(-7)};
-    fl_abi_options o = {.abi = FL_ABI_NPU, .npu_simt_only = true, .npu_dtdata = true, .npu_scratch = 2};
+    fl_target o = {.abi = FL_ABI_NPU, .npu.simt_only = true, .npu.dtdata = true, .npu.scratch = 2};
     memset(want, 0, sizeof want);
     put_u64(want, 0, 0xdead0000);
     put_i32(want, 8, -7);
     for (int g = 0; g < 3; g++) put_i32(want, 12 + 4 * (size_t)g, grid[g]);
     launch_layout(s, o, k, 2, a, want, 48, true);
     /* One scratch slot: size 40. */
-    o.npu_scratch = 1;
+    o.npu.scratch = 1;
     launch_layout(s, o, k, 2, a, want, 40, true);
   }
   /* The research notes' pure-SIMT example without DTData: ptr@0 i32@8 grid@12/16/20, size 24. */
   {
     const fl_kind k[] = {FL_KIND_PTR, FL_KIND_I32};
     const fl_value a[] = {fl_ptr((void *)0xdead0000), fl_int(-7)};
-    fl_abi_options o = {.abi = FL_ABI_NPU, .npu_simt_only = true};
+    fl_target o = {.abi = FL_ABI_NPU, .npu.simt_only = true};
     memset(want, 0, sizeof want);
     put_u64(want, 0, 0xdead0000);
     put_i32(want, 8, -7);
@@ -575,7 +575,7 @@ static void fake_hidden_slot_layouts(void) {
   {
     const fl_kind k[] = {FL_KIND_I8, FL_KIND_FP64};
     const fl_value a[] = {fl_int(-2), fl_float(0.1)};
-    fl_abi_options o = {.abi = FL_ABI_NPU, .npu_ffts = true, .npu_simt_only = true, .npu_dtdata = true};
+    fl_target o = {.abi = FL_ABI_NPU, .npu.ffts = true, .npu.simt_only = true, .npu.dtdata = true};
     memset(want, 0, sizeof want);
     put_u64(want, 0, FAKE_ACL_SYNC_ADDR);
     want[8] = 0xfe;
@@ -589,7 +589,7 @@ static void fake_hidden_slot_layouts(void) {
   {
     const fl_kind k[] = {FL_KIND_PTR};
     const fl_value a[] = {fl_none()};
-    fl_abi_options o = {.abi = FL_ABI_NPU, .npu_ffts = true, .npu_dtdata = true};
+    fl_target o = {.abi = FL_ABI_NPU, .npu.ffts = true, .npu.dtdata = true};
     memset(want, 0, sizeof want);
     put_u64(want, 0, FAKE_ACL_SYNC_ADDR);
     for (int g = 0; g < 3; g++) put_i32(want, 32 + 4 * (size_t)g, grid[g]);
@@ -600,7 +600,7 @@ static void fake_hidden_slot_layouts(void) {
   {
     const fl_kind k[] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_I32};
     const fl_value a[] = {fl_ptr((void *)0x40), fl_int(INT32_MIN), fl_int(INT32_MAX)};
-    fl_abi_options o = {.abi = FL_ABI_NPU, .npu_ffts = true};
+    fl_target o = {.abi = FL_ABI_NPU, .npu.ffts = true};
     memset(want, 0, sizeof want);
     put_u64(want, 0, FAKE_ACL_SYNC_ADDR);
     put_u64(want, 24, 0x40);
@@ -615,8 +615,8 @@ static void fake_hidden_slot_layouts(void) {
     fl_plan_desc d;
     memset(&d, 0, sizeof d);
     d.backend = FL_BACKEND_NPU;
-    d.abi.abi = FL_ABI_NPU;
-    d.abi.npu_scratch = 2;
+    d.target.abi = FL_ABI_NPU;
+    d.target.npu.scratch = 2;
     d.kernel = KERNEL;
     d.kinds = k;
     d.nkinds = 1;

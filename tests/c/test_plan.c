@@ -16,7 +16,7 @@ static fl_plan_desc null_desc(void) {
   memset(&d, 0, sizeof d);
   d.name = "k";
   d.backend = FL_BACKEND_NULL;
-  d.abi.abi = FL_ABI_HOST;
+  d.target.abi = FL_ABI_HOST;
   d.kinds = k3;
   d.nkinds = 3;
   d.runtime_arg_count = 3;
@@ -52,8 +52,8 @@ static void descriptor_refusals(void) {
   fl_plan_desc d = null_desc();
   ASSERT_FAILS(fl_plan_create(&d, NULL, &err), &err, FL_BAD_DESCRIPTOR, "plan_out_null");
   d = null_desc(); d.backend = 9; REFUSED(d, FL_BAD_DESCRIPTOR, "backend_unknown:9");
-  d = null_desc(); d.abi.abi = 5; REFUSED(d, FL_BAD_DESCRIPTOR, "abi_unknown:5");
-  d = null_desc(); d.backend = FL_BACKEND_HOST; d.abi.abi = FL_ABI_NPU; d.kernel = (void *)1;
+  d = null_desc(); d.target.abi = 5; REFUSED(d, FL_BAD_DESCRIPTOR, "abi_unknown:5");
+  d = null_desc(); d.backend = FL_BACKEND_HOST; d.target.abi = FL_ABI_NPU; d.kernel = (void *)1;
   REFUSED(d, FL_BAD_DESCRIPTOR, "abi_not_for_backend:npu:host");
   d = null_desc(); d.runtime_arg_count = 4; REFUSED(d, FL_BAD_DESCRIPTOR, "runtime_arg_count_exceeds:4:3");
   d = null_desc(); d.runtime_arg_count = 1; REFUSED(d, FL_BAD_DESCRIPTOR, "fixed_args_null:2");
@@ -86,7 +86,7 @@ static void descriptor_refusals(void) {
   ASSERT_EQ(fl_plan_layout(p)->size, 4800);
   fl_plan_release(p);
   /* Backends that cannot load here say so, with the loader's words. */
-  d = null_desc(); d.backend = FL_BACKEND_CUDA; d.abi.abi = FL_ABI_CUDA; d.kernel = (void *)1;
+  d = null_desc(); d.backend = FL_BACKEND_CUDA; d.target.abi = FL_ABI_CUDA; d.kernel = (void *)1;
   int st = fl_plan_create(&d, &p, &err);
   if (st == FL_BACKEND_UNAVAILABLE) {
     ASSERT_TRUE(strncmp(err.reason, "backend_unavailable:cuda:", 25) == 0);
@@ -95,7 +95,7 @@ static void descriptor_refusals(void) {
     printf("     (libcuda loaded here: the unavailable path was not exercised)\n");
     if (st == FL_OK) fl_plan_release(p);
   }
-  d = null_desc(); d.backend = FL_BACKEND_NPU; d.abi.abi = FL_ABI_NPU; d.kernel = (void *)1;
+  d = null_desc(); d.backend = FL_BACKEND_NPU; d.target.abi = FL_ABI_NPU; d.kernel = (void *)1;
   st = fl_plan_create(&d, &p, &err);
   ASSERT_EQ(st, FL_BACKEND_UNAVAILABLE);
   ASSERT_TRUE(strncmp(err.reason, "backend_unavailable:npu:", 24) == 0);
@@ -291,9 +291,9 @@ static void npu_template(void) {
   fl_plan *p;
   fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_PTR, FL_KIND_I32};
   fl_plan_desc d = null_desc();
-  d.abi.abi = FL_ABI_NPU;
-  d.abi.npu_ffts = true;
-  d.npu_ffts_addr = 0xabcdef00;
+  d.target.abi = FL_ABI_NPU;
+  d.target.npu.ffts = true;
+  d.target.npu.ffts_addr = 0xabcdef00;
   d.kinds = kinds;
   d.static_grid[0] = 40; d.static_grid[1] = 2; d.static_grid[2] = 1;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);

@@ -291,14 +291,15 @@ def test_refuses_scratch_without_simt_only():
 
 
 @pytest.mark.parametrize("abi,opts,reason", [
-    ("npu", {"simt_only": True, "scratch": 3}, "npu_scratch_out_of_range"),
-    ("cuda", {"hidden_ptrs": 3}, "cuda_hidden_ptrs_out_of_range"),
-    ("host", {"hidden_ptrs": 1}, "abi_option_not_for_flavour:cuda_hidden_ptrs"),
-    ("npu", {"hidden_ptrs": 1}, "abi_option_not_for_flavour:cuda_hidden_ptrs"),
-    ("host", {"ffts": True}, "abi_option_not_for_flavour:npu_ffts"),
-    ("cuda", {"simt_only": True}, "abi_option_not_for_flavour:npu_simt_only"),
-    ("cuda", {"dtdata": True}, "abi_option_not_for_flavour:npu_dtdata"),
-    ("host", {"scratch": 1}, "abi_option_not_for_flavour:npu_scratch"),
+    ("npu", {"simt_only": True, "scratch": 3}, "option_out_of_range:scratch:3"),
+    ("cuda", {"hidden_ptrs": 3}, "option_out_of_range:hidden_ptrs:3"),
+    ("cuda", {"hidden_ptrs": -1}, "option_out_of_range:hidden_ptrs:-1"),
+    ("host", {"hidden_ptrs": 1}, "'hidden_ptrs' is not an option of the host flavour \\(its options: none\\)"),
+    ("npu", {"hidden_ptrs": 1}, "'hidden_ptrs' is not an option of the npu flavour \\(its options: ffts, simt_only"),
+    ("host", {"ffts": True}, "'ffts' is not an option of the host flavour"),
+    ("cuda", {"simt_only": True}, "'simt_only' is not an option of the cuda flavour \\(its options: hidden_ptrs, "),
+    ("cuda", {"dtdata": True}, "'dtdata' is not an option of the cuda flavour"),
+    ("host", {"scratch": 1}, "'scratch' is not an option of the host flavour"),
 ])
 def test_refuses_options_outside_the_flavour(abi, opts, reason):
     with pytest.raises(ValueError, match=reason):

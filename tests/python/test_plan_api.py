@@ -118,7 +118,7 @@ def test_pointer_arguments():
     plan(0x1000, stream=s)
     plan(Fake(0x2000), stream=s)
     for bad, reason in [(Fake(RuntimeError("no")), "ptr_extract_failed:0:Fake"), (Fake("str"), "ptr_extract_failed:0:Fake"),
-                        (object(), "ptr_extract_failed:0:object"), (-5, "ptr_negative:0"), (1.5, "ptr_extract_failed:0:float")]:
+                        (object(), "ptr_extract_failed:0:object"), (-5, "ptr_out_of_range:0"), (2**64, "ptr_out_of_range:0"), (1.5, "ptr_extract_failed:0:float")]:
         with pytest.raises(FastLaunchError) as e:
             plan(bad, stream=s)
         assert e.value.reason == reason and not e.value.backend_submitted
@@ -174,10 +174,12 @@ def test_plan_refusals(kernels):
     with pytest.raises(FastLaunchPlanUnavailable) as e:
         Plan(None, ["ptr"], backend="host")
     assert e.value.reason == "kernel_null"
-    with pytest.raises(ValueError, match="kinds\\[1\\]: kind_unknown:q32"):
-        Plan(None, ["ptr", "q32"], backend="null")
-    with pytest.raises(ValueError, match="kinds\\[0\\]: kind_constexpr_not_abi"):
-        Plan(None, ["constexpr"], backend="null")
+    # A kind no plan takes is a stable refusal naming the argument (C parses kinds, Triton's spellings too).
+    for kinds, reason in ((["ptr", "q32"], "kinds[1]: kind_unknown:q32"), (["constexpr"], "kinds[0]: kind_constexpr_not_abi"),
+                          (["*fp32", "u1", "i32\0x"], "kinds[2]: kind_unknown:embedded NUL")):
+        with pytest.raises(FastLaunchPlanUnavailable) as e:
+            Plan(None, kinds, backend="null")
+        assert e.value.reason == reason and e.value.stable is True
     with pytest.raises(ValueError, match="backend: unknown backend 'gpu'"):
         Plan(None, ["ptr"], backend="gpu")
     with pytest.raises(TypeError, match="kernel: the host backend needs a HostKernel, got str"):
@@ -202,8 +204,9 @@ def test_plan_introspection(kernels):
     assert plan.layout == {"size": 32, "align": 8, "args": [0, 8, 16, 24, 28], "grid": None, "ffts": None, "hidden": []}
     assert plan.template[28:32] == struct.pack("i", 16)
     assert plan.owner is None and plan.name == "vadd" and plan.backend == "host"
-    npu = Plan(None, ["ptr", "ptr", "i32"], backend="null", ffts=True, ffts_addr=0xabc, grid=(40, 2, 1))
-    assert npu.layout == fastlaunch.layout("npu", ["ptr", "ptr", "i32"], ffts=True)
+    npu = Plan(None, ["ptr", "ptr", "i32"], backend="null", abi="npu", options={"ffts": True, "ffts_addr": 0xabc},
+               grid=(40, 2, 1))
+    assert npu.layout == fastlaunch.layout("npu", ["ptr", "ptr", "i32"], ffts=True) and npu.abi == "npu"
     t = npu.template
     assert struct.unpack_from("<Q", t, 0)[0] == 0xabc
     assert struct.unpack_from("<iii", t, 44) == (40, 2, 1)
@@ -281,3 +284,28 @@ def test_layout_with_keyword_arguments():
     assert fastlaunch.layout(abi="host", kinds=["ptr", "i8"])["size"] == 16
     with pytest.raises(ValueError, match="abi: unknown flavour 'gpu'"):
         fastlaunch.layout(abi="gpu", kinds=["ptr"])
+
+
+def test_a_plan_takes_a_typed_spec():
+    """The flavour is explicit (default: the backend's own, from its table) and the options are that
+    flavour's, by name; the null backend stands in for any flavour."""
+    host = Plan(None, ["ptr", "i32"], backend="null", grid=(1,))
+    assert host.abi == "host" and host.layout["size"] == 16
+    npu = Plan(None, ["ptr", "i32"], backend="null", abi="npu", grid=(1,))
+    assert npu.abi == "npu" and npu.layout == fastlaunch.layout("npu", ["ptr", "i32"]) and npu.layout["size"] == 40
+    cuda = Plan(None, ["*fp32", "i32"], backend="null", abi="cuda", options={"hidden_ptrs": 2, "num_warps": 8}, grid=(1,))
+    assert cuda.layout["hidden"] == [16, 24]
+    with pytest.raises(ValueError, match="'num_warps' is not an option of the npu flavour"):
+        Plan(None, ["ptr"], backend="null", abi="npu", options={"num_warps": 4}, grid=(1,))
+    with pytest.raises(ValueError, match="option_out_of_range:num_warps:64"):
+        Plan(None, ["ptr"], backend="null", abi="cuda", options={"num_warps": 64}, grid=(1,))
+    with pytest.raises(TypeError, match="options\\['num_warps'\\]: expected an int or a bool, got float"):
+        Plan(None, ["ptr"], backend="null", abi="cuda", options={"num_warps": 4.0}, grid=(1,))
+    with pytest.raises(FastLaunchPlanUnavailable, match="abi_not_for_backend:npu:host"):
+        Plan(None, ["ptr"], backend="host", abi="npu", grid=(1,))
+    with pytest.raises(ValueError, match="abi: unknown flavour 'gpu'"):
+        Plan(None, ["ptr"], backend="null", abi="gpu")
+    info = fastlaunch._C.backend_info("npu")
+    assert info == {"name": "npu", "abi": "npu", "abis": ["npu"], "kernel": "handle", "own_streams": False}
+    assert fastlaunch._C.backend_info("null")["abis"] == ["host", "cuda", "npu"]
+    assert fastlaunch._C.backend_info("host")["kernel"] == "host_fn"

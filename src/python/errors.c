@@ -1,0 +1,124 @@
+/* errors.c: the module state of a type, the two error types, and raising them from an fl_error. */
+#include "ext.h"
+
+#include <stdarg.h>
+
+fl_ext_state *fl_ext_state_from_type(PyTypeObject *type) {
+  /* The types are made with PyType_FromModuleAndSpec and cannot be subclassed, so the type's own
+   * module is the extension. */
+  return (fl_ext_state *)PyType_GetModuleState(type);
+}
+
+/* ---- errors ---- */
+
+/* __init__(self, reason, *, backend_submitted=False, stable=...) for both error types; the
+ * default of `stable` comes from the class attribute _default_stable. */
+static PyObject *error_init(PyObject *unused, PyObject *args, PyObject *kwds) {
+  (void)unused;
+  PyObject *self, *reason;
+  PyObject *submitted = Py_False, *stable = NULL;
+  static char *kwlist[] = {"self", "reason", "backend_submitted", "stable", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OO:__init__", kwlist, &self, &reason, &submitted, &stable))
+    return NULL;
+  PyObject *base_args = PyTuple_Pack(1, reason);
+  if (!base_args) return NULL;
+  int r = ((PyTypeObject *)PyExc_RuntimeError)->tp_init(self, base_args, NULL);
+  Py_DECREF(base_args);
+  if (r < 0) return NULL;
+  if (!stable) {
+    stable = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_default_stable");
+    if (!stable) return NULL;
+  } else {
+    Py_INCREF(stable);
+  }
+  int is_stable = PyObject_IsTrue(stable), is_submitted = PyObject_IsTrue(submitted);
+  Py_DECREF(stable);
+  if (is_stable < 0 || is_submitted < 0) return NULL;
+  if (PyObject_SetAttrString(self, "reason", reason) < 0 ||
+      PyObject_SetAttrString(self, "backend_submitted", is_submitted ? Py_True : Py_False) < 0 ||
+      PyObject_SetAttrString(self, "stable", is_stable ? Py_True : Py_False) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef error_init_def = {"__init__", (PyCFunction)(void (*)(void))error_init, METH_VARARGS | METH_KEYWORDS,
+                                     NULL};
+
+static PyObject *make_error_type(const char *name, const char *doc, bool default_stable) {
+  PyObject *dict = PyDict_New(), *fn = NULL, *method = NULL, *type = NULL;
+  if (!dict) return NULL;
+  fn = PyCFunction_New(&error_init_def, NULL);
+  if (!fn) goto done;
+  method = PyInstanceMethod_New(fn);
+  if (!method) goto done;
+  if (PyDict_SetItemString(dict, "__init__", method) < 0 ||
+      PyDict_SetItemString(dict, "_default_stable", default_stable ? Py_True : Py_False) < 0)
+    goto done;
+  type = PyErr_NewExceptionWithDoc(name, doc, PyExc_RuntimeError, dict);
+done:
+  Py_XDECREF(method);
+  Py_XDECREF(fn);
+  Py_DECREF(dict);
+  return type;
+}
+
+int fl_ext_add_errors(PyObject *module, fl_ext_state *st) {
+  st->error_type = make_error_type(
+      "fastlaunch._C.FastLaunchError",
+      "A launch through fastlaunch failed.\n\nreason: a short stable code; backend_submitted: the launch may have "
+      "been submitted (never retry it); stable: the same launcher would fail the same way again.",
+      false);
+  if (!st->error_type) return -1;
+  st->unavailable_type = make_error_type(
+      "fastlaunch._C.FastLaunchPlanUnavailable",
+      "No plan can be built for this launcher (reason says why); stable refusals are negative-cached.", true);
+  if (!st->unavailable_type) return -1;
+  if (PyModule_AddObjectRef(module, "FastLaunchError", st->error_type) < 0) return -1;
+  if (PyModule_AddObjectRef(module, "FastLaunchPlanUnavailable", st->unavailable_type) < 0) return -1;
+  return 0;
+}
+
+static PyObject *raise_typed(PyObject *type, const char *reason, bool submitted, bool stable) {
+  /* Reasons are cut at a byte count and may end inside a character: decode leniently, so the
+   * error raised is always this one (a UnicodeDecodeError would lose backend_submitted). */
+  PyObject *text = PyUnicode_DecodeUTF8(reason, (Py_ssize_t)strlen(reason), "replace");
+  if (!text) return NULL;
+  PyObject *exc = PyObject_CallOneArg(type, text);
+  Py_DECREF(text);
+  if (!exc) return NULL;
+  if (PyObject_SetAttrString(exc, "backend_submitted", submitted ? Py_True : Py_False) < 0 ||
+      PyObject_SetAttrString(exc, "stable", stable ? Py_True : Py_False) < 0) {
+    Py_DECREF(exc);
+    return NULL;
+  }
+  PyErr_SetObject(type, exc);
+  Py_DECREF(exc);
+  return NULL;
+}
+
+PyObject *fl_ext_raise(fl_ext_state *st, const fl_error *err) {
+  return raise_typed(st->error_type, err->reason, err->backend_submitted, err->stable);
+}
+
+PyObject *fl_ext_raise_unavailable(fl_ext_state *st, const fl_error *err) {
+  return raise_typed(st->unavailable_type, err->reason, false, err->stable);
+}
+
+PyObject *fl_ext_raise_reason(fl_ext_state *st, bool stable, const char *fmt, ...) {
+  char reason[FL_REASON_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  return raise_typed(st->error_type, reason, false, stable);
+}
+
+
+PyObject *fl_ext_raise_reason_unavailable(fl_ext_state *st, const char *fmt, ...) {
+  char reason[FL_REASON_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  return raise_typed(st->unavailable_type, reason, false, true);
+}

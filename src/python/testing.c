@@ -1,0 +1,292 @@
+/* testing.c: hooks for tests and benchmarks, kept out of the runtime types: fault injection,
+ * grid_eval, the extraction floor (Floor), a C call loop and the backend's own launch loop. */
+#include "ext.h"
+#include "fastlaunch_testing.h"
+
+#include <time.h>
+
+/* ---- the floor: extraction only ---- */
+
+/* Floor(kinds): a callable that extracts its arguments exactly as a launch does and stops there;
+ * the least any Python-driven launch can cost, for benchmarks. */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  fl_ext_state *state;
+  size_t n;
+  fl_kind kinds[];
+} FloorObject;
+
+static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  FloorObject *self = (FloorObject *)callable;
+  size_t nargs = PyVectorcall_NARGS(nargsf);
+  fl_value values[FL_EXT_STACK_VALUES];
+  fl_error err;
+  if (nargs != self->n || nargs > FL_EXT_STACK_VALUES)
+    return fl_ext_raise_reason(self->state, true, "args_size_mismatch:%zu:%zu", nargs, self->n);
+  uint64_t stream = 0;
+  if (kwnames) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
+      PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+      if (key != self->state->str_stream && PyUnicode_Compare(key, self->state->str_stream) != 0) {
+        PyErr_Format(PyExc_TypeError, "Floor() got an unexpected keyword argument %R", key);
+        return NULL;
+      }
+      if (fl_ext_parse_stream(args[nargs + (size_t)k], &stream, &err) < 0) return fl_ext_raise(self->state, &err);
+    }
+  }
+  fl_ext_args spec = {nargs, nargs, NULL, self->kinds};
+  int r = fl_ext_collect(self->state, &spec, args, nargs, values, &err);
+  if (r == -2) return NULL;
+  if (r < 0) return fl_ext_raise(self->state, &err);
+  (void)stream;
+  Py_RETURN_NONE;
+}
+
+static PyObject *floor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"kinds", NULL};
+  PyObject *kinds_obj;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Floor", kwlist, &kinds_obj)) return NULL;
+  fl_ext_state *st = fl_ext_state_from_type(type);
+  fl_kind *kinds;
+  size_t n;
+  if (!st || fl_ext_parse_kinds(st, kinds_obj, false, &kinds, &n) < 0) return NULL;
+  FloorObject *self = (FloorObject *)type->tp_alloc(type, (Py_ssize_t)n);
+  if (self) {
+    self->vectorcall = floor_vectorcall;
+    self->state = st;
+    self->n = n;
+    memcpy(self->kinds, kinds, n * sizeof *kinds);
+  }
+  PyMem_Free(kinds);
+  return (PyObject *)self;
+}
+
+static void floor_dealloc(FloorObject *self) {
+  PyTypeObject *tp = Py_TYPE(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef floor_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FloorObject, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot floor_slots[] = {
+    {Py_tp_new, floor_new},
+    {Py_tp_dealloc, floor_dealloc},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, floor_members},
+    {Py_tp_doc, "Floor(kinds): extracts its arguments like a launch and submits nothing (benchmark floor)."},
+    {0, NULL},
+};
+
+static PyType_Spec floor_spec = {
+    .name = "fastlaunch._C.Floor",
+    .basicsize = sizeof(FloorObject),
+    .itemsize = sizeof(fl_kind),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = floor_slots,
+};
+
+/* grid_eval(expr, names, values): compiles and evaluates one grid expression (tools and tests). The
+ * values are read first, from tuples of our own: their __index__ may run any code, and the names'
+ * UTF-8 pointers must still be alive when the compiler reads them. */
+static PyObject *ext_grid_eval(PyObject *module, PyObject *args) {
+  PyObject *expr_obj, *names_obj, *values_obj;
+  if (!PyArg_ParseTuple(args, "UOO:grid_eval", &expr_obj, &names_obj, &values_obj)) return NULL;
+  fl_ext_state *st = PyModule_GetState(module);
+  PyObject *values = PySequence_Tuple(values_obj);
+  if (!values) return NULL;
+  PyObject *result = NULL, *names_keep = NULL;
+  const char **cnames = NULL;
+  Py_ssize_t nv = PyTuple_GET_SIZE(values);
+  int64_t *cvalues = PyMem_Calloc(nv ? (size_t)nv : 1, sizeof *cvalues);
+  fl_grid_program *prog = NULL;
+  if (!cvalues) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < nv; i++) {
+    cvalues[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(values, i));
+    if (cvalues[i] == -1 && PyErr_Occurred()) goto done;
+  }
+  if (fl_ext_parse_strings(names_obj, "names", 0, &cnames, &names_keep) < 0) goto done;
+  Py_ssize_t size;
+  const char *expr = PyUnicode_AsUTF8AndSize(expr_obj, &size);
+  if (!expr) goto done;
+  if ((size_t)size != strlen(expr)) {
+    PyErr_SetString(PyExc_ValueError, "expr: embedded NUL character");
+    goto done;
+  }
+  fl_error err;
+  if (fl_grid_program_compile(expr, cnames, (size_t)PyTuple_GET_SIZE(names_keep), &prog, &err) != FL_OK) {
+    fl_ext_raise(st, &err);
+    goto done;
+  }
+  int64_t out;
+  if (fl_grid_program_eval(prog, cvalues, (size_t)nv, &out, &err) != FL_OK) {
+    fl_ext_raise(st, &err);
+    goto done;
+  }
+  result = PyLong_FromLongLong(out);
+done:
+  fl_grid_program_free(prog);
+  PyMem_Free(cnames);
+  PyMem_Free(cvalues);
+  Py_XDECREF(names_keep);
+  Py_DECREF(values);
+  return result;
+}
+
+static PyObject *ext_fault_inject(PyObject *module, PyObject *args) {
+  static const char *const points[] = {"none", "pack", "grid", "submit_refused", "submit_after", "submit_lost"};
+  const char *name;
+  unsigned int one_in = 1;
+  unsigned long long seed = 0;
+  PyObject *plan = Py_None;
+  if (!PyArg_ParseTuple(args, "s|IKO:fault_inject", &name, &one_in, &seed, &plan)) return NULL;
+  fl_ext_state *st = PyModule_GetState(module);
+  if (plan != Py_None && !PyObject_TypeCheck(plan, st->plan_type)) {
+    PyErr_SetString(PyExc_TypeError, "fault_inject: plan must be a Plan or None");
+    return NULL;
+  }
+  for (int p = 0; p < FL_FAULT_COUNT; p++) {
+    if (strcmp(name, points[p]) != 0) continue;
+    if (p != FL_FAULT_NONE && plan == Py_None) {
+      PyErr_SetString(PyExc_ValueError, "fault_inject: a point other than 'none' needs the plan to arm");
+      return NULL;
+    }
+    /* The core holds its own reference to the armed plan until it is disarmed. */
+    fl_error err;
+    if (fl_fault_inject((fl_fault_point)p, one_in, seed, plan == Py_None ? NULL : ((fl_PlanObject *)plan)->plan,
+                        &err) != FL_OK)
+      return fl_ext_raise(st, &err);
+    Py_RETURN_NONE;
+  }
+  PyErr_Format(PyExc_ValueError, "fault_inject: unknown point %s", name);
+  return NULL;
+}
+
+static PyObject *ext_fault_fired(PyObject *module, PyObject *unused) {
+  (void)module;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(fl_fault_fired());
+}
+
+/* bench_loop(callable, args, kwargs, n) -> ns: calls callable(*args, **kwargs) n times from C and
+ * returns the elapsed nanoseconds, so every benchmark mode pays the same loop overhead (none of
+ * Python's). Callgrind counts instructions between the toggles on this function's name. */
+__attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop(PyObject *callable, PyObject *const *argv, size_t nargs, PyObject *kwnames,
+                                            long long n, long long *ns) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long long i = 0; i < n; i++) {
+    PyObject *r = PyObject_Vectorcall(callable, argv, nargs, kwnames);
+    if (!r) return NULL;
+    Py_DECREF(r);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *ns = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+  return Py_None;
+}
+
+static PyObject *ext_bench_loop(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *callable, *call_args, *kwargs;
+  long long n;
+  if (!PyArg_ParseTuple(args, "OO!O!L:bench_loop", &callable, &PyTuple_Type, &call_args, &PyDict_Type, &kwargs, &n))
+    return NULL;
+  Py_ssize_t nargs = PyTuple_GET_SIZE(call_args), nkw = PyDict_GET_SIZE(kwargs);
+  PyObject **argv = PyMem_Calloc((size_t)(nargs + nkw) + 1, sizeof(PyObject *));
+  PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL;
+  PyObject *result = NULL;
+  if (!argv || (nkw && !kwnames)) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < nargs; i++) argv[i] = PyTuple_GET_ITEM(call_args, i);
+  /* The loop calls arbitrary code: it holds its own references to every argument. */
+  for (Py_ssize_t i = 0; i < nargs; i++) Py_INCREF(argv[i]);
+  Py_ssize_t pos = 0, k = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(kwargs, &pos, &key, &value)) {
+    PyTuple_SET_ITEM(kwnames, k, Py_NewRef(key));
+    argv[nargs + k++] = Py_NewRef(value);
+  }
+  long long ns = 0;
+  if (fl_bench_loop(callable, argv, (size_t)nargs, kwnames, n, &ns)) result = PyLong_FromLongLong(ns);
+  for (Py_ssize_t i = 0; i < nargs + k; i++) Py_DECREF(argv[i]);
+done:
+  Py_XDECREF(kwnames);
+  PyMem_Free(argv);
+  return result;
+}
+
+/* bench_launch_loop(plan, args, stream, n) -> ns: the backend's own launch loop (for cuda, the
+ * driver's cuLaunchKernel in C) over this plan's kernel and arguments: the floor of a device. */
+static PyObject *ext_bench_launch_loop(PyObject *module, PyObject *args) {
+  fl_ext_state *st = PyModule_GetState(module);
+  PyObject *plan_obj, *call_args;
+  unsigned long long stream, n;
+  if (!PyArg_ParseTuple(args, "O!O!KK:bench_launch_loop", st->plan_type, &plan_obj, &PyTuple_Type, &call_args, &stream,
+                        &n))
+    return NULL;
+  fl_PlanObject *self = (fl_PlanObject *)plan_obj;
+  fl_value values[FL_EXT_STACK_VALUES];
+  fl_error err;
+  if (self->args.nruntime > FL_EXT_STACK_VALUES)
+    return fl_ext_raise_reason(st, true, "too_many_args:%zu", self->args.nruntime);
+  int r = fl_ext_collect(st, &self->args, &PyTuple_GET_ITEM(call_args, 0), (size_t)PyTuple_GET_SIZE(call_args), values,
+                         &err);
+  if (r == -2) return NULL;
+  if (r < 0) return fl_ext_raise(st, &err);
+  const fl_layout *l = fl_plan_layout(self->plan);
+  unsigned char *buf = PyMem_Calloc(l->size ? l->size : 1, 1);
+  if (!buf) return PyErr_NoMemory();
+  PyObject *result = NULL;
+  uint32_t g[3];
+  fl_plan_template(self->plan, buf, l->size, &err);
+  for (size_t i = 0; i < self->args.nruntime; i++) {
+    if (fl_pack_value(fl_plan_abi(self->plan), self->args.kinds[i], &values[i],
+                      buf + fl_plan_arg_offset(self->plan, i), i, &err) != FL_OK) {
+      fl_ext_raise(st, &err);
+      goto done;
+    }
+  }
+  if (fl_plan_resolve_grid(self->plan, values, self->args.nruntime, NULL, g, &err) != FL_OK) {
+    fl_ext_raise(st, &err);
+    goto done;
+  }
+  uint64_t ns = 0;
+  fl_status status;
+  Py_BEGIN_ALLOW_THREADS status = fl_bench_launch_loop(self->plan, stream, buf, g, n, &ns, &err);
+  Py_END_ALLOW_THREADS if (status != FL_OK) fl_ext_raise(st, &err);
+  else result = PyLong_FromUnsignedLongLong(ns);
+done:
+  PyMem_Free(buf);
+  return result;
+}
+
+PyMethodDef fl_ext_testing_methods[] = {
+    {"bench_loop", ext_bench_loop, METH_VARARGS,
+     "bench_loop(callable, args, kwargs, n) -> ns: n calls from a C loop, for benchmarks"},
+    {"bench_launch_loop", ext_bench_launch_loop, METH_VARARGS,
+     "bench_launch_loop(plan, args, stream, n) -> ns: the backend's own launch loop over this plan (cuda only)"},
+    {"fault_inject", ext_fault_inject, METH_VARARGS,
+     "fault_inject(point, one_in=1, seed=0, plan=None): tests only; point is none, pack, grid, "
+     "submit_refused, submit_after or submit_lost, armed on one plan"},
+    {"fault_fired", ext_fault_fired, METH_NOARGS, "faults fired since fault_inject"},
+    {"grid_eval", ext_grid_eval, METH_VARARGS, "grid_eval(expr, names, values) -> int"},
+    {NULL, NULL, 0, NULL},
+};
+
+int fl_ext_add_testing_types(PyObject *module, fl_ext_state *st) {
+  (void)st;
+  PyTypeObject *floor = (PyTypeObject *)PyType_FromModuleAndSpec(module, &floor_spec, NULL);
+  if (!floor) return -1;
+  int r = PyModule_AddType(module, floor);
+  Py_DECREF(floor);
+  return r;
+}
