@@ -54,10 +54,10 @@ test-versions:
 bench: $(VENV)/.installed $(BUILD)/build.ninja
 	$(VENV)/bin/meson compile -C $(BUILD) >/dev/null
 	$(BUILD)/bench/bench_launch
-	$(VPY) -m fastlaunch bench --backend host --backend null
+	PYTHONPATH=tools $(VPY) -m fldev bench --backend host --backend null
 
 bench-quick: $(VENV)/.installed $(BUILD)/build.ninja
-	$(VPY) -m fastlaunch bench --quick
+	PYTHONPATH=tools $(VPY) -m fldev bench --quick
 
 clean:
 	rm -rf build $(VENV)

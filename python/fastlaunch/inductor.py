@@ -15,15 +15,15 @@ launcher (GridExpr), static and non-static launchers (their scope), the cached f
 
 from __future__ import annotations
 
+import ast
 import functools
 import logging
-import re
 import threading
 import weakref
 
 from fastlaunch._C import FastLaunchPlanUnavailable, FinalizedLaunch, Plan
 from fastlaunch.bind import Adapter, BoundLaunch, bind
-from fastlaunch.triton import _kind_of, launch_options_of
+from fastlaunch.triton import abi_from_signature, launch_options_of
 
 log = logging.getLogger("fastlaunch")
 
@@ -32,9 +32,6 @@ _state: dict = {}
 
 
 # ---- grids ----
-_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(.+?)\s*$")
-
-
 def grid_exprs_of(inductor_meta, config) -> list:
     """The launcher's three grid expressions (as Inductor writes them in the launcher), with the
     prefix assignments (the y/z overflow split) inlined, ready for the grid program compiler."""
@@ -43,17 +40,32 @@ def grid_exprs_of(inductor_meta, config) -> list:
     grid = GridExpr.from_meta(inductor_meta, config)
     env = {}
     for line in grid.prefix:
-        m = _ASSIGN.match(line)
-        if not m:
+        try:
+            tree = ast.parse(line.strip(), mode="exec")
+        except SyntaxError:
+            tree = None
+        if (tree is None or len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign)
+                or len(tree.body[0].targets) != 1 or not isinstance(tree.body[0].targets[0], ast.Name)):
             raise FastLaunchPlanUnavailable(f"grid_prefix_unsupported:{line.strip()[:60]}")
-        env[m.group(1)] = _inline(m.group(2), env)
+        env[tree.body[0].targets[0].id] = _Inline(env).visit(tree.body[0].value)
     return [_inline(str(e), env) for e in (grid.x_grid, grid.y_grid, grid.z_grid)]
 
 
-def _inline(expr: str, env: dict) -> str:
-    for name, value in env.items():
-        expr = re.sub(rf"\b{re.escape(name)}\b", f"({value})", expr)
-    return expr
+class _Inline(ast.NodeTransformer):
+    """Replaces each name bound by an earlier prefix assignment with its (already inlined) value."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def visit_Name(self, node):
+        return self.env.get(node.id, node)
+
+
+def _inline(expr: str, env) -> str:
+    """`expr` with the names in env (name -> an AST node, or an int) replaced; exact, by the AST."""
+    nodes = {k: (v if isinstance(v, ast.AST) else ast.Constant(int(v))) for k, v in env.items()}
+    tree = _Inline(nodes).visit(ast.parse(expr, mode="eval"))
+    return ast.unparse(tree)
 
 
 # ---- launchers ----
@@ -81,35 +93,18 @@ def _static_kernel(launcher):
 
 
 def _abi_from_meta(autotuner):
-    """ABI argument names and kinds from the autotuner's Triton signature: constexprs (declared,
-    or specialized and listed in the constants) dropped, tuples flattened."""
+    """ABI argument names and kinds from the autotuner's Triton signature, through the one mapping
+    (fastlaunch.triton.abi_from_signature); tuple arguments are refused here."""
     triton_meta = getattr(autotuner, "triton_meta", None) or {}
     signature = triton_meta.get("signature")
     if not isinstance(signature, dict):
         raise FastLaunchPlanUnavailable("codegen_signature_missing")
-    constants = triton_meta.get("constants") or {}
-    const_keys = set()
-    for k in constants:
-        const_keys.add(k)
-        if isinstance(k, tuple) and len(k) == 1:
-            const_keys.add(k[0])
     fn = getattr(autotuner, "fn", None)
-    arg_names = list(getattr(fn, "arg_names", None) or [])
-    names, kinds, folded = [], [], {}
-    for index, (key, ty) in enumerate(signature.items()):
-        name = key if isinstance(key, str) else (arg_names[key] if key < len(arg_names) else f"arg{key}")
-        pos = key if isinstance(key, int) else index
-        if isinstance(ty, tuple):
-            raise FastLaunchPlanUnavailable(f"tuple_arg_unsupported:{name}")
-        if ty == "constexpr" or name in const_keys or pos in const_keys:
-            # A value Triton folded into the binary (a size specialized to 1, say); the call site
-            # may still pass it.
-            for k in (name, pos, (pos,)):
-                if k in constants and isinstance(constants[k], int) and not isinstance(constants[k], bool):
-                    folded[name] = constants[k]
-            continue
-        names.append(name)
-        kinds.append(_kind_of(ty))
+    names, kinds, positions, folded = abi_from_signature(signature, triton_meta.get("constants"),
+                                                         list(getattr(fn, "arg_names", None) or []))
+    for name, (_, member) in zip(names, positions):
+        if member is not None:
+            raise FastLaunchPlanUnavailable(f"tuple_arg_unsupported:{name.split('.')[0]}")
     return names, kinds, folded
 
 
@@ -214,7 +209,7 @@ class InductorAdapter(Adapter):
             raise FastLaunchPlanUnavailable(f"launcher_abi_mismatch:{len(def_args)}:{len(names)}")
         if len(args) != len(def_args):
             raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{len(def_args)}")
-        grid = [_inline(e, {n: str(v) for n, v in folded.items() if n in def_args}) for e in
+        grid = [_inline(e, {n: v for n, v in folded.items() if n in def_args}) for e in
                 grid_exprs_of(meta, launcher.config)]
         options = self._launch_options(autotuner, launcher)
         kernel = self._kernel(autotuner, launcher)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fastlaunch import _C
 from fastlaunch._C import FastLaunchPlanUnavailable, Plan
 
 
@@ -54,18 +55,6 @@ def _constant_keys(constants):
     return keys
 
 
-def _kind_of(ty):
-    if not isinstance(ty, str):
-        raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{ty!r}")
-    if ty.startswith("*"):
-        return "ptr"
-    table = {"i1": "i1", "u1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8", "u16": "u16",
-             "u32": "u32", "u64": "u64", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "f32": "fp32", "fp64": "fp64"}
-    if ty not in table:
-        raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{ty}")
-    return table[ty]
-
-
 def _ctas_per_cluster(metadata) -> int:
     """How many CTAs each program of the grid becomes, as the launcher of the Triton in use counts
     them. Triton <= 3.5 keeps `cluster_dims` (x, y, z) and, when num_ctas != 1, multiplies every grid
@@ -91,6 +80,13 @@ def _refuse_instrumentation(metadata):
         raise FastLaunchPlanUnavailable(f"instrumentation_unsupported:{str(mode).strip()}")
 
 
+def _hidden_slots(metadata) -> int:
+    """The hidden trailing pointer slots the Triton in use appends: global scratch from the version
+    whose metadata has the field, profile scratch likewise, whatever their sizes (0 means a null
+    pointer). The one place they are counted."""
+    return int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size"))
+
+
 def launch_options_of(metadata) -> dict:
     """Plan keyword options for a Triton binary's metadata (CUDA flavour): hidden slots, warps,
     CTAs per cluster, shared memory, cooperative and PDL. Refuses what the packed launch cannot
@@ -102,11 +98,53 @@ def launch_options_of(metadata) -> dict:
     pss = int(_meta(metadata, "profile_scratch_size", 0) or 0)
     if pss > 0:
         raise FastLaunchPlanUnavailable(f"profile_scratch_required:{pss}")
-    return {"hidden_ptrs": int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size")),
+    return {"hidden_ptrs": _hidden_slots(metadata),
             "num_warps": int(_meta(metadata, "num_warps", 4)), "num_ctas": _ctas_per_cluster(metadata),
             "shared_mem": int(_meta(metadata, "shared", 0)),
             "cooperative": bool(_meta(metadata, "launch_cooperative_grid", False)),
             "pdl": bool(_meta(metadata, "launch_pdl", False))}
+
+
+def abi_from_signature(signature, constants, arg_names):
+    """The one mapping from a Triton signature to launch ABI arguments, for every caller (compiled
+    kernels, Inductor's triton_meta): constexprs (declared, or specialized and listed in the
+    constants) dropped, tuples flattened. Returns (names, kinds, positions, folded): kinds are
+    canonical names (C parses Triton's spellings; a type no plan takes is a stable refusal),
+    positions are (index of the Python argument, tuple member or None), and folded maps the name of
+    each integer constant Triton folded into the binary to its value."""
+    if not isinstance(signature, dict):
+        raise FastLaunchPlanUnavailable("signature_unrecognised")
+    constants = constants or {}
+    const_keys = _constant_keys(constants)
+    names, types, positions, folded = [], [], [], {}
+    for index, (key, ty) in enumerate(signature.items()):
+        # Signatures are keyed by name (3.3+) or by position (older); constants by name, by
+        # position, or by a tuple path into tuple arguments.
+        name = key if isinstance(key, str) else (arg_names[key] if key < len(arg_names) else f"arg{key}")
+        pos = key if isinstance(key, int) else index
+        if not isinstance(ty, (str, tuple)):
+            raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{ty!r}")
+        if not isinstance(ty, tuple) and (ty == "constexpr" or name in const_keys or pos in const_keys):
+            for k in (name, pos, (pos,)):
+                if k in constants and isinstance(constants[k], int) and not isinstance(constants[k], bool):
+                    folded[name] = constants[k]
+            continue
+        members = ty if isinstance(ty, tuple) else (ty,)
+        for j, mty in enumerate(members):
+            path = (pos, j) if isinstance(ty, tuple) else (pos,)
+            if mty == "constexpr" or path in const_keys:
+                continue
+            names.append(f"{name}.{j}" if isinstance(ty, tuple) else name)
+            types.append(mty)
+            positions.append((pos, j if isinstance(ty, tuple) else None))
+    try:
+        kinds = _C.kinds(types)
+    except FastLaunchPlanUnavailable as exc:
+        # Name the argument, as the other refusals do: "kinds[i]: kind_unknown:x" -> its name.
+        i = int(exc.reason[6:exc.reason.index("]")]) if exc.reason.startswith("kinds[") else None
+        raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{names[i] if i is not None else '?'}:"
+                                        f"{types[i] if i is not None else exc.reason}") from None
+    return names, kinds, positions, folded
 
 
 def abi_of(compiled) -> TritonABI:
@@ -115,32 +153,12 @@ def abi_of(compiled) -> TritonABI:
     metadata = getattr(compiled, "metadata", None)
     if src is None or metadata is None:
         raise FastLaunchPlanUnavailable("compiled_kernel_unrecognised")
-    signature = getattr(src, "signature", None)
-    if not isinstance(signature, dict):
-        raise FastLaunchPlanUnavailable("signature_unrecognised")
     fn = getattr(src, "fn", None)
-    arg_names = list(getattr(fn, "arg_names", None) or [])
-    constants = _constant_keys(getattr(src, "constants", None))
-    names, kinds, positions = [], [], []
-    for index, (key, ty) in enumerate(signature.items()):
-        # Signatures are keyed by name (3.3+) or by position (older); constants by name, by
-        # position, or by a tuple path into tuple arguments.
-        name = key if isinstance(key, str) else (arg_names[key] if key < len(arg_names) else f"arg{key}")
-        pos = key if isinstance(key, int) else index
-        members = ty if isinstance(ty, tuple) else (ty,)
-        for j, mty in enumerate(members):
-            path = (pos, j) if isinstance(ty, tuple) else (pos,)
-            if mty == "constexpr" or name in constants or pos in constants or path in constants:
-                continue
-            names.append(f"{name}.{j}" if isinstance(ty, tuple) else name)
-            kinds.append(_kind_of(mty))
-            positions.append((pos, j if isinstance(ty, tuple) else None))
-    # The hidden trailing pointers exist from the Triton version that has the metadata field on
-    # (global scratch first, profile scratch later), whatever their sizes: 0 means a null pointer.
-    hidden = int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size"))
+    names, kinds, positions, _ = abi_from_signature(getattr(src, "signature", None), getattr(src, "constants", None),
+                                                    list(getattr(fn, "arg_names", None) or []))
     _refuse_instrumentation(metadata)
     return TritonABI(
-        names=names, kinds=kinds, positions=positions, hidden_ptrs=hidden,
+        names=names, kinds=kinds, positions=positions, hidden_ptrs=_hidden_slots(metadata),
         num_warps=int(_meta(metadata, "num_warps", 4)), num_ctas=_ctas_per_cluster(metadata),
         shared=int(_meta(metadata, "shared", 0)), cooperative=bool(_meta(metadata, "launch_cooperative_grid", False)),
         pdl=bool(_meta(metadata, "launch_pdl", False)),

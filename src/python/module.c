@@ -122,6 +122,22 @@ static PyObject *ext_backend_load(PyObject *module, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* kinds(seq) -> list of canonical kind names: C parses kinds (Triton's spellings included); a kind
+ * no plan takes is a stable FastLaunchPlanUnavailable naming the argument. */
+static PyObject *ext_kinds(PyObject *module, PyObject *seq) {
+  fl_kind *kinds = NULL;
+  size_t n = 0;
+  if (fl_ext_parse_kinds(PyModule_GetState(module), seq, true, &kinds, &n) < 0) return NULL;
+  PyObject *list = PyList_New((Py_ssize_t)n);
+  for (size_t i = 0; list && i < n; i++) {
+    PyObject *s = PyUnicode_FromString(fl_kind_name(kinds[i]));
+    if (!s) Py_CLEAR(list);
+    else PyList_SET_ITEM(list, (Py_ssize_t)i, s);
+  }
+  PyMem_Free(kinds);
+  return list;
+}
+
 /* backend_info(name) -> dict: what the backend's table says (name, abi, abis, kernel, own_streams). */
 static PyObject *ext_backend_info(PyObject *module, PyObject *args) {
   (void)module;
@@ -155,6 +171,7 @@ static PyMethodDef module_methods[] = {
     {"backend_load", ext_backend_load, METH_VARARGS,
      "backend_load(name): loads a backend or raises FastLaunchPlanUnavailable with the reason."},
     {"backend_info", ext_backend_info, METH_VARARGS, "backend_info(name) -> dict: what the backend's table says"},
+    {"kinds", ext_kinds, METH_O, "kinds(seq) -> list: canonical kind names (Triton's spellings parsed in C)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -619,10 +619,7 @@ static void test_control_stream_per_launch(void) {
 static void test_control_worker_malloc(void) {
   enum { N = 100 };
   static const fl_kind kinds[] = {FL_KIND_I32};
-  if (!FL_LIBC_COUNT) {
-    printf("     control: worker-thread malloc: skipped (libc-level count: non-sanitized build only)\n");
-    return;
-  }
+  if (!FL_LIBC_COUNT) SKIP("the libc-level count works in the non-sanitized build only");
   hooks_on();
   fl_plan *plan = host_plan(leaky_so(), "leaky", kinds, 1, 1, NULL, FL_GRID_CALLER, NULL);
   ASSERT_TRUE(plan != NULL);

@@ -5,7 +5,8 @@
 
 #define FL_TESTS(X) \
   X(descriptor_refusals) X(fixed_args_and_template) X(static_grid_refusals) X(grid_program_plans) \
-  X(launch_refusals_submit_nothing) X(caller_grid) X(npu_template) X(allocation_failures) X(introspection)
+  X(launch_refusals_submit_nothing) X(caller_grid) X(npu_template) X(allocation_failures) X(introspection) \
+  X(targets_by_name) X(backend_tables) X(fault_injection_targets_one_plan)
 #define FL_TEST_MAIN
 #include "fl_test.h"
 
@@ -378,4 +379,113 @@ static void introspection(void) {
   fl_plan_release(p);
   ASSERT_EQ(fl_plan_nargs(p), 3); /* still alive after one of two releases */
   fl_plan_release(p);
+}
+
+static void targets_by_name(void) {
+  fl_error err;
+  fl_target t;
+  memset(&t, 0, sizeof t);
+  t.abi = FL_ABI_CUDA;
+  ASSERT_OK(fl_target_set(&t, "num_warps", 8, &err), &err);
+  ASSERT_OK(fl_target_set(&t, "pdl", 1, &err), &err);
+  ASSERT_EQ(t.cuda.num_warps, 8);
+  ASSERT_TRUE(t.cuda.pdl);
+  ASSERT_FAILS(fl_target_set(&t, "num_warps", 33, &err), &err, FL_BAD_DESCRIPTOR, "option_out_of_range:num_warps:33");
+  ASSERT_FAILS(fl_target_set(&t, "num_warps", -1, &err), &err, FL_BAD_DESCRIPTOR, "option_out_of_range:num_warps:-1");
+  ASSERT_FAILS(fl_target_set(&t, "ffts", 1, &err), &err, FL_BAD_DESCRIPTOR, "option_unknown:cuda:ffts");
+  ASSERT_FAILS(fl_target_set(NULL, "ffts", 1, &err), &err, FL_BAD_DESCRIPTOR, "target_null");
+  t.abi = FL_ABI_NPU;
+  /* The cuda options set above are now another flavour's: a layout refuses them. */
+  fl_layout l;
+  ASSERT_FAILS(fl_layout_compute(&t, k3, 3, &l, NULL, &err), &err, FL_BAD_DESCRIPTOR,
+               "option_not_for_flavour:num_warps:npu");
+  memset(&t.cuda, 0, sizeof t.cuda);
+  ASSERT_OK(fl_target_set(&t, "ffts_addr", -2, &err), &err); /* an address uses all 64 bits */
+  ASSERT_TRUE(t.npu.ffts_addr == UINT64_MAX - 1);
+  ASSERT_OK(fl_layout_compute(&t, k3, 3, &l, NULL, &err), &err);
+  /* Each flavour lists its own options; host has none. */
+  ASSERT_TRUE(fl_target_option_name(FL_ABI_HOST, 0) == NULL);
+  ASSERT_STREQ(fl_target_option_name(FL_ABI_CUDA, 0), "hidden_ptrs");
+  ASSERT_STREQ(fl_target_option_name(FL_ABI_NPU, 7), "clamp_blocks");
+  ASSERT_TRUE(fl_target_option_name(FL_ABI_NPU, 8) == NULL);
+  fl_abi a;
+  ASSERT_OK(fl_abi_parse("npu", &a, &err), &err);
+  ASSERT_EQ(a, FL_ABI_NPU);
+  ASSERT_FAILS(fl_abi_parse("gpu", &a, &err), &err, FL_BAD_DESCRIPTOR, "abi_unknown:gpu");
+}
+
+static void backend_tables(void) {
+  fl_error err;
+  fl_backend_info info;
+  static const struct {
+    fl_backend_id id;
+    const char *name;
+    fl_abi abi;
+    fl_kernel_kind kernel;
+    bool own_streams;
+  } want[] = {{FL_BACKEND_HOST, "host", FL_ABI_HOST, FL_KERNEL_HOST_FN, true},
+              {FL_BACKEND_NULL, "null", FL_ABI_HOST, FL_KERNEL_NONE, true},
+              {FL_BACKEND_CUDA, "cuda", FL_ABI_CUDA, FL_KERNEL_HANDLE, false},
+              {FL_BACKEND_NPU, "npu", FL_ABI_NPU, FL_KERNEL_HANDLE, false}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    ASSERT_OK(fl_backend_info_get(want[i].id, &info, &err), &err);
+    ASSERT_STREQ(info.name, want[i].name);
+    ASSERT_STREQ(fl_backend_name(want[i].id), want[i].name);
+    ASSERT_EQ(info.default_abi, want[i].abi);
+    ASSERT_EQ(info.kernel, want[i].kernel);
+    ASSERT_TRUE(info.own_streams == want[i].own_streams);
+    ASSERT_TRUE(info.abi_mask & (1u << want[i].abi));
+  }
+  ASSERT_FAILS(fl_backend_info_get(FL_BACKEND_COUNT, &info, &err), &err, FL_BAD_DESCRIPTOR, "backend_unknown:4");
+  /* A backend without its own launch loop says so. */
+  fl_plan_desc d = null_desc();
+  fl_plan *p = NULL;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  unsigned char buf[64] = {0};
+  uint32_t g[3] = {1, 1, 1};
+  uint64_t ns;
+  ASSERT_FAILS(fl_bench_launch_loop(p, 0, buf, g, 1, &ns, &err), &err, FL_UNSUPPORTED, "bench_loop_unsupported:null");
+  fl_plan_release(p);
+}
+
+/* Faults fire only on the armed plan; every point reports what its stage would; disarming (or
+ * arming another plan) restores the plan's own submit. */
+static void fault_injection_targets_one_plan(void) {
+  fl_error err;
+  fl_plan_desc d = null_desc();
+  fl_plan *armed = NULL, *other = NULL;
+  ASSERT_OK(fl_plan_create(&d, &armed, &err), &err);
+  ASSERT_OK(fl_plan_create(&d, &other, &err), &err);
+  uint64_t s;
+  ASSERT_OK(fl_stream_create(FL_BACKEND_NULL, &s, &err), &err);
+  fl_value args[3] = {fl_ptr((void *)0x1000), fl_int(1), fl_int(2)};
+  static const struct {
+    fl_fault_point point;
+    fl_status status;
+    bool submitted;
+    uint64_t counted; /* launches the backend saw */
+    const char *reason;
+  } cases[] = {{FL_FAULT_PACK, FL_BAD_VALUE, false, 0, "fault_injected:pack"},
+               {FL_FAULT_GRID, FL_BAD_GRID, false, 0, "fault_injected:grid"},
+               {FL_FAULT_SUBMIT_REFUSED, FL_BAD_STREAM, false, 0, "fault_injected:submit_refused"},
+               {FL_FAULT_SUBMIT_AFTER, FL_BACKEND_ERROR, true, 1, "fault_injected:submit_after"},
+               {FL_FAULT_SUBMIT_LOST, FL_BACKEND_ERROR, true, 0, "fault_injected:submit_lost"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ASSERT_OK(fl_fault_inject(cases[i].point, 1, 7, armed, &err), &err);
+    uint64_t before = count_of(s);
+    ASSERT_FAILS(fl_launch(armed, s, args, 3, NULL, &err), &err, cases[i].status, cases[i].reason);
+    ASSERT_TRUE(err.backend_submitted == cases[i].submitted);
+    ASSERT_EQ_U(count_of(s) - before, cases[i].counted);
+    ASSERT_OK(fl_launch(other, s, args, 3, NULL, &err), &err); /* not the armed plan */
+    ASSERT_EQ_U(count_of(s) - before, cases[i].counted + 1);
+  }
+  ASSERT_EQ_U(fl_fault_fired(), 1);
+  /* The armed plan is held: released by its owner, it stays alive until disarmed. */
+  fl_plan_release(armed);
+  ASSERT_FAILS(fl_launch(armed, s, args, 3, NULL, &err), &err, FL_BACKEND_ERROR, "fault_injected:submit_lost");
+  ASSERT_OK(fl_fault_inject(FL_FAULT_NONE, 0, 0, NULL, &err), &err);
+  ASSERT_OK(fl_launch(other, s, args, 3, NULL, &err), &err);
+  ASSERT_FAILS(fl_fault_inject(FL_FAULT_COUNT, 1, 0, other, &err), &err, FL_BAD_VALUE, "fault_point_unknown:6");
+  fl_plan_release(other);
+  ASSERT_OK(fl_stream_destroy(FL_BACKEND_NULL, s, &err), &err);
 }

@@ -9,6 +9,7 @@ import random
 import pytest
 
 import fastlaunch.host as host
+from fldev import standins
 from fastlaunch import FastLaunchError, FinalizedLaunch, _C
 from fastlaunch.bind import bind
 
@@ -26,7 +27,7 @@ class Flags:
     profiler = False
 
 
-class Adapter(host.HostAdapter):
+class Adapter(standins.HostAdapter):
     def profiler_flag(self):
         return (Flags, "profiler")
 
@@ -47,7 +48,7 @@ class Flaky:
 
 
 def launcher(kernels, block):
-    return host.make_launcher(kernels["count_launch"], SIG, def_args=["counts", "cid", "xnumel"], grid=GRID,
+    return standins.make_launcher(kernels["count_launch"], SIG, def_args=["counts", "cid", "xnumel"], grid=GRID,
                               constants={"XBLOCK": block}, name="once")
 
 
@@ -57,7 +58,7 @@ def test_exactly_once(kernels, point):
     counts = (ctypes.c_int32 * N)()
     base = ctypes.addressof(counts)
     stream = host.Stream()
-    at = host.Autotuner([launcher(kernels, 64)], name=f"once-{point}")
+    at = standins.Autotuner([launcher(kernels, 64)], name=f"once-{point}")
     bound = bind(at, Adapter())
     hook_calls = []
     hook = hook_calls.append
@@ -85,10 +86,10 @@ def test_exactly_once(kernels, point):
             if point == "extract" and armed:
                 ptr = Flaky(base, rng.random() < 0.3)
             if point in ("hooks", "everything") and armed and rng.random() < 0.3:
-                if host.hooks.launch_enter_hook.calls:
-                    host.hooks.launch_enter_hook.remove(hook)
+                if standins.hooks.launch_enter_hook.calls:
+                    standins.hooks.launch_enter_hook.remove(hook)
                 else:
-                    host.hooks.launch_enter_hook.add(hook)
+                    standins.hooks.launch_enter_hook.add(hook)
             if point in ("profiler", "everything") and armed and rng.random() < 0.3:
                 Flags.profiler = not Flags.profiler
             if point in ("launcher_swap", "everything") and armed and rng.random() < 0.02:
@@ -107,7 +108,7 @@ def test_exactly_once(kernels, point):
         fired += _C.fault_fired()
     finally:
         _C.fault_inject("none")
-        host.hooks.launch_enter_hook.calls.clear()
+        standins.hooks.launch_enter_hook.calls.clear()
         Flags.profiler = False
         stream.close()
     got = list(counts)

@@ -11,6 +11,7 @@ import pytest
 
 import fastlaunch
 import fastlaunch.host as host
+from fldev import standins
 from fastlaunch import FastLaunchError, FinalizedLaunch, _C
 from fastlaunch.bind import bind
 
@@ -18,7 +19,7 @@ SIG = ["ptr", "i64", "i32", "i32"]  # counts, call id, xnumel | XBLOCK (fixed)
 GRID = ("-((xnumel) // -(XBLOCK))", "1", "1")
 
 
-class CountingAutotuner(host.Autotuner):
+class CountingAutotuner(standins.Autotuner):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.stock_runs = 0
@@ -28,7 +29,7 @@ class CountingAutotuner(host.Autotuner):
         return super().run(*args, stream=stream, benchmark_run=benchmark_run, **kwargs)
 
 
-class CountingAdapter(host.HostAdapter):
+class CountingAdapter(standins.HostAdapter):
     def __init__(self, full_entry=None, profiler=None):
         super().__init__()
         self.direct_calls = 0
@@ -47,7 +48,7 @@ class CountingAdapter(host.HostAdapter):
 
 
 def launcher_for(kernels, block=64, **extra):
-    return host.make_launcher(kernels["count_launch"], SIG, def_args=["counts", "cid", "xnumel"], grid=GRID,
+    return standins.make_launcher(kernels["count_launch"], SIG, def_args=["counts", "cid", "xnumel"], grid=GRID,
                               constants={"XBLOCK": block}, name="count", **extra)
 
 
@@ -104,10 +105,10 @@ def test_autotune_then_promotion(kernels, buf, stream):
 
 def test_plan_kinds_owner_and_fixed_args(kernels, buf, stream):
     log, pos = buf(50, ctypes.c_int64), buf(1, ctypes.c_int64)
-    launcher = host.make_launcher(kernels["record"], ["ptr", "ptr", "i64", "i32", "i32"],
+    launcher = standins.make_launcher(kernels["record"], ["ptr", "ptr", "i64", "i32", "i32"],
                                   def_args=["log", "pos", "value", "xnumel"], grid=GRID, constants={"XBLOCK": 8})
-    at = host.Autotuner([launcher])
-    bind(at, host.HostAdapter())
+    at = standins.Autotuner([launcher])
+    bind(at, standins.HostAdapter())
     for v in range(4):
         at.run(log.arg, pos.arg, 100 + v, 17 * v + 1, stream=stream.handle)
     stream.synchronize()
@@ -141,7 +142,7 @@ def test_missing_metadata_is_negative_cached(kernels, buf, stream):
 def test_workspace_refused_before_any_plan(kernels, buf, stream, monkeypatch):
     made = []
     launcher = launcher_for(kernels, workspace_size=64)
-    monkeypatch.setattr(host, "Plan", lambda *a, **k: made.append(a))
+    monkeypatch.setattr(standins, "Plan", lambda *a, **k: made.append(a))
     site = Site(kernels, buf, stream, launchers=[launcher])
     site.call()
     site.call()
@@ -150,9 +151,9 @@ def test_workspace_refused_before_any_plan(kernels, buf, stream, monkeypatch):
 
 
 def test_grouped_autotuner_is_not_bound(kernels):
-    at = host.Autotuner([launcher_for(kernels)])
+    at = standins.Autotuner([launcher_for(kernels)])
     at.best_launcher_map = {}
-    assert bind(at, host.HostAdapter()) is None
+    assert bind(at, standins.HostAdapter()) is None
     assert "run" not in vars(at)
 
 
@@ -226,13 +227,13 @@ def test_active_hooks_use_the_launcher_for_that_call_only(kernels, buf, stream):
     entry = site.slot
     seen = []
     hook = seen.append
-    host.hooks.launch_enter_hook.add(hook)
-    host.hooks.launch_exit_hook.add(hook)
+    standins.hooks.launch_enter_hook.add(hook)
+    standins.hooks.launch_exit_hook.add(hook)
     site.call()
     site.call()
     assert len(seen) == 4 and site.adapter.direct_calls == 2
-    host.hooks.launch_enter_hook.remove(hook)
-    host.hooks.launch_exit_hook.remove(hook)
+    standins.hooks.launch_enter_hook.remove(hook)
+    standins.hooks.launch_exit_hook.remove(hook)
     site.call()
     assert site.slot is entry and entry.calls == 2 and site.at.stock_runs == 1
     assert site.executions() == [1] * 5
@@ -240,7 +241,7 @@ def test_active_hooks_use_the_launcher_for_that_call_only(kernels, buf, stream):
 
 def test_empty_hook_chain_does_not_block(kernels, buf, stream):
     site = Site(kernels, buf, stream)
-    assert host.hooks.launch_enter_hook.calls == []
+    assert standins.hooks.launch_enter_hook.calls == []
     for _ in range(3):
         site.call()
     assert site.slot.calls == 2 and site.adapter.direct_calls == 0
@@ -334,16 +335,19 @@ def test_report_counts_reasons(kernels, buf, stream, capsys):
 
 
 def test_fastlaunch_log_reports_promotion_and_refusal(kernel_dir):
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
     code = f"""
+import sys; sys.path.insert(0, {tools!r})
 import fastlaunch.host as host
+from fldev import standins
 from fastlaunch.bind import bind
 import ctypes
 k = host.compile(open({os.path.join(os.path.dirname(__file__), 'conftest.py')!r}).read().split('KERNELS = r\"\"\"')[1].split('\"\"\"')[0], 'count_launch', directory={kernel_dir!r})
-good = host.make_launcher(k, {SIG!r}, def_args=['c', 'i', 'xnumel'], grid={GRID!r}, constants={{'XBLOCK': 8}}, name='good')
-bad = host.make_launcher(k, {SIG!r}, def_args=['c', 'i', 'xnumel'], grid={GRID!r}, constants={{'XBLOCK': 8}}, name='bad', workspace_size=1)
+good = standins.make_launcher(k, {SIG!r}, def_args=['c', 'i', 'xnumel'], grid={GRID!r}, constants={{'XBLOCK': 8}}, name='good')
+bad = standins.make_launcher(k, {SIG!r}, def_args=['c', 'i', 'xnumel'], grid={GRID!r}, constants={{'XBLOCK': 8}}, name='bad', workspace_size=1)
 s = host.Stream(); buf = (ctypes.c_int32 * 4)()
 for name, l in (('good', good), ('bad', bad)):
-    at = host.Autotuner([l], name=name); bind(at, host.HostAdapter())
+    at = standins.Autotuner([l], name=name); bind(at, standins.HostAdapter())
     at.run(ctypes.addressof(buf), 0, 10, stream=s.handle); at.run(ctypes.addressof(buf), 0, 10, stream=s.handle)
 s.synchronize()
 """
@@ -377,11 +381,11 @@ def test_hooks_after_a_launcher_change_use_the_new_launcher(kernels, buf, stream
     new = launcher_for(kernels, 16)
     site.at.launchers = [new]
     seen = []
-    host.hooks.launch_enter_hook.add(seen.append)
+    standins.hooks.launch_enter_hook.add(seen.append)
     try:
         site.call()
     finally:
-        host.hooks.launch_enter_hook.remove(seen.append)
+        standins.hooks.launch_enter_hook.remove(seen.append)
     assert seen, "the hook did not see the call"
     assert site.bound.planned_launcher is not old_entry.launcher
     assert site.executions() == [1, 1, 1]

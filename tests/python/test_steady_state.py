@@ -5,6 +5,7 @@ import sys
 import tracemalloc
 
 import fastlaunch.host as host
+from fldev import standins
 from fastlaunch import FinalizedLaunch
 from fastlaunch.bind import bind
 
@@ -13,10 +14,10 @@ GRID = ("-((xnumel) // -(XBLOCK))", "1", "1")
 
 
 def promoted_site(kernels):
-    launcher = host.make_launcher(kernels["count_launch"], SIG, def_args=["counts", "cid", "xnumel"], grid=GRID,
+    launcher = standins.make_launcher(kernels["count_launch"], SIG, def_args=["counts", "cid", "xnumel"], grid=GRID,
                                   constants={"XBLOCK": 64}, name="steady")
-    at = host.Autotuner([launcher], name="steady")
-    bind(at, host.HostAdapter())
+    at = standins.Autotuner([launcher], name="steady")
+    bind(at, standins.HostAdapter())
     return at
 
 

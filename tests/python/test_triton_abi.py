@@ -253,3 +253,20 @@ def test_instrumented_kernels_are_refused():
 
     with pytest.raises(FastLaunchPlanUnavailable, match="instrumentation_unsupported:gsan"):
         plan_from_compiled(Instrumented(), backend="null", grid=(1,))
+
+
+def test_one_signature_mapping_and_kinds_parsed_in_c():
+    """abi_from_signature is the one mapping (compiled kernels and Inductor's triton_meta use it);
+    C parses the kinds, Triton's spellings included, and names an argument it cannot take."""
+    from fastlaunch import _C
+    from fastlaunch.triton import abi_from_signature
+
+    assert _C.kinds(["*fp32", "u1", "f16", "bool", "fp64", "i64"]) == ["ptr", "i1", "fp16", "i1", "fp64", "i64"]
+    names, kinds, positions, folded = abi_from_signature(
+        {"x": "*fp32", "ks0": "i32", "n": "i32", "B": "constexpr"}, {"ks0": 1}, ["x", "ks0", "n", "B"])
+    assert (names, kinds, folded) == (["x", "n"], ["ptr", "i32"], {"ks0": 1})
+    with pytest.raises(FastLaunchPlanUnavailable) as e:
+        abi_from_signature({"x": "*fp32", "y": "q8"}, {}, ["x", "y"])
+    assert e.value.stable and e.value.reason == "arg_kind_unsupported:y:q8"
+    with pytest.raises(FastLaunchPlanUnavailable, match="signature_unrecognised"):
+        abi_from_signature(None, {}, [])

@@ -1,4 +1,4 @@
-"""CUDA launch paths side by side on a real GPU (`python -m fastlaunch bench --backend cuda`, run by
+"""CUDA launch paths side by side on a real GPU (`PYTHONPATH=tools python -m fldev bench --backend cuda`, run by
 tools/gpu-check): the driver's floor
 (cuLaunchKernel in a C loop), fastlaunch with the packed buffer and with a parameter array,
 Triton's CompiledKernel launch, PyTorch's static launcher where the installed torch has one, and
@@ -63,8 +63,8 @@ def main(out_path=None):
     results["fastlaunch plan"] = timed(lambda n: _C.bench_loop(plan, args, {"stream": s}, n))
     # The parameter-array variant runs in a child (the mode is read once, when libcuda loads).
     if os.environ.get("FASTLAUNCH_CUDA_PARAMS") != "array":
-        child = subprocess.run([sys.executable, "-m", "fastlaunch.cuda_bench", "--array-only"], capture_output=True, text=True,
-                               env=dict(os.environ, FASTLAUNCH_CUDA_PARAMS="array"), timeout=300)
+        child = subprocess.run([sys.executable, "-m", "fldev.cuda_bench", "--array-only"], capture_output=True, text=True,
+                               env=dict(os.environ, FASTLAUNCH_CUDA_PARAMS="array", PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.pathsep + os.environ.get("PYTHONPATH", "")), timeout=300)
         if child.returncode == 0:
             results["fastlaunch plan (parameter array)"] = float(child.stdout.strip().splitlines()[-1])
         else:

@@ -25,6 +25,7 @@ import time
 from fastlaunch import _C
 from fastlaunch._C import FastLaunchError, Floor, Plan
 import fastlaunch.host as host
+from fldev import standins
 from fastlaunch.bind import bind
 
 try:
@@ -92,7 +93,7 @@ def _profiler_flag():
     return (prof, "_is_profiler_enabled")
 
 
-class _Adapter(host.HostAdapter):
+class _Adapter(standins.HostAdapter):
     def profiler_flag(self):
         return _profiler_flag()
 
@@ -157,9 +158,9 @@ class Case:
         self.stock_kind = "Inductor CachingAutotuner.run" if use_inductor else "plain-Python autotuner"
 
         def site(grid, tag):
-            launcher = host.make_launcher(kernel, sig, def_args=names, grid=grid, constants={"XBLOCK": 128},
+            launcher = standins.make_launcher(kernel, sig, def_args=names, grid=grid, constants={"XBLOCK": 128},
                                           backend=backend, name=f"{tag}")
-            at = _inductor_autotuner(launcher, tag) if use_inductor else host.Autotuner([launcher], name=tag)
+            at = _inductor_autotuner(launcher, tag) if use_inductor else standins.Autotuner([launcher], name=tag)
             return at, launcher
 
         self.floor = Floor(kinds)
@@ -179,7 +180,7 @@ class Case:
         seed_at, seed_launcher = site(static_grid, "seed")
         seed_at.run(*self.args, **self.kwargs)
         plan = Plan(kernel, sig, backend=backend, fixed_args=[128], grid=(1, 1, 1), owner=seed_launcher)
-        hooks = (host.hooks.launch_enter_hook.calls, host.hooks.launch_exit_hook.calls)
+        hooks = (standins.hooks.launch_enter_hook.calls, standins.hooks.launch_exit_hook.calls)
         self.seed = SeedFinalized(seed_at, SeedPlannedLaunch(plan, seed_launcher, len(kinds)), hooks,
                                   _profiler_flag())
 
@@ -309,6 +310,13 @@ def plot(results, path):
     fig.savefig(path, dpi=110)
 
 
+def _with_tools_path():
+    """The environment for a child that imports fldev: tools/ on its path."""
+    tools = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=tools + (os.pathsep + path if path else ""))
+
+
 def instructions(backend="null", cases=None):
     """Instructions per launch for each mode, counted by callgrind (repeatable on noisy machines):
     the collection is toggled on the extension's C loop only."""
@@ -325,9 +333,9 @@ def instructions(backend="null", cases=None):
             with tempfile.TemporaryDirectory() as d:
                 cg = os.path.join(d, "cg.out")
                 cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=fl_bench_loop",
-                       f"--callgrind-out-file={cg}", sys.executable, "-m", "fastlaunch", "bench", "--_one", backend,
+                       f"--callgrind-out-file={cg}", sys.executable, "-m", "fldev", "bench", "--_one", backend,
                        case, mode, str(n)]
-                proc = subprocess.run(cmd, capture_output=True, text=True)
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=_with_tools_path())
                 if proc.returncode != 0:
                     raise SystemExit(f"callgrind run failed: {proc.stderr[-2000:]}")
                 total = 0
