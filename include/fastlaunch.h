@@ -198,6 +198,9 @@ typedef enum fl_backend_id {
   FL_BACKEND_COUNT
 } fl_backend_id;
 
+/* The backend a caller gets when it names none: the one that works on every machine. */
+#define FL_BACKEND_DEFAULT FL_BACKEND_HOST
+
 FL_EXTERN const char *fl_backend_name(fl_backend_id backend); /* NULL when out of range */
 FL_EXTERN fl_status fl_backend_parse(const char *name, fl_backend_id *out, fl_error *err);
 

@@ -199,6 +199,26 @@ int fl_ext_parse_grid(PyObject *obj, int64_t grid[3], fl_error *err) {
   return 0;
 }
 
+int fl_ext_parse_backend(PyObject *name, fl_backend_id *out) {
+  if (!name || name == Py_None) {
+    *out = FL_BACKEND_DEFAULT;
+    return 0;
+  }
+  Py_ssize_t size;
+  const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &size) : NULL;
+  if (!text && PyErr_Occurred()) return -1;
+  fl_error err;
+  if (text && (size_t)size == strlen(text) && fl_backend_parse(text, out, &err) == FL_OK) return 0;
+  /* The names come from the backends' own tables. */
+  char names[120] = "";
+  for (int b = 0; b < FL_BACKEND_COUNT; b++) {
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s%s", b ? ", " : "", fl_backend_name((fl_backend_id)b));
+  }
+  PyErr_Format(PyExc_ValueError, "backend: unknown backend %R (expected one of %s)", name, names);
+  return -1;
+}
+
 int fl_ext_parse_kinds(fl_ext_state *st, PyObject *seq, bool refusal, fl_kind **out, size_t *n) {
   PyObject *fast = PySequence_Fast(seq, "kinds: expected a sequence of kind names");
   if (!fast) return -1;

@@ -66,6 +66,9 @@ int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *a
 int fl_ext_parse_stream(PyObject *obj, uint64_t *stream, fl_error *err);
 /* Reads a grid of 1 to 3 ints (missing dimensions are 1). Returns 0, or -1 with `err` filled. */
 int fl_ext_parse_grid(PyObject *obj, int64_t grid[3], fl_error *err);
+/* Reads a backend name (None: FL_BACKEND_DEFAULT). Returns 0, or -1 with ValueError listing the
+ * backends' names. */
+int fl_ext_parse_backend(PyObject *name, fl_backend_id *out);
 /* Parses kind names or Triton signature entries ("*fp32", "i32", ...) with fl_kind_parse. The
  * array is PyMem-allocated. Returns 0, or -1 with an exception naming the argument: a stable
  * FastLaunchPlanUnavailable when `refusal` (building a plan), else ValueError. */

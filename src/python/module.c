@@ -59,16 +59,7 @@ static PyObject *layout_of(fl_ext_state *st, PyObject *abi, PyObject *kinds_obj,
 
 /* ---- streams ---- */
 
-static int parse_backend(PyObject *name, fl_backend_id *out) {
-  const char *text = name ? PyUnicode_AsUTF8(name) : "host";
-  if (!text) return -1;
-  fl_error err;
-  if (fl_backend_parse(text, out, &err) != FL_OK) {
-    PyErr_Format(PyExc_ValueError, "backend: unknown backend %R (expected host, null, cuda or npu)", name);
-    return -1;
-  }
-  return 0;
-}
+static int parse_backend(PyObject *name, fl_backend_id *out) { return fl_ext_parse_backend(name, out); }
 
 static PyObject *ext_stream_create(PyObject *module, PyObject *args) {
   PyObject *name = NULL;

@@ -134,11 +134,9 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   fl_error err;
 
   Py_ssize_t size = 0;
-  const char *backend_name = backend_obj ? PyUnicode_AsUTF8AndSize(backend_obj, &size) : "host";
-  if (!backend_name) goto error;
-  if ((backend_obj && (size_t)size != strlen(backend_name)) || fl_backend_parse(backend_name, &d.backend, &err) != FL_OK ||
-      fl_backend_info_get(d.backend, &info, &err) != FL_OK) {
-    PyErr_Format(PyExc_ValueError, "backend: unknown backend %R (expected host, null, cuda or npu)", backend_obj);
+  if (fl_ext_parse_backend(backend_obj, &d.backend) < 0) goto error;
+  if (fl_backend_info_get(d.backend, &info, &err) != FL_OK) {
+    fl_ext_raise_unavailable(st, &err);
     goto error;
   }
   if (fl_ext_parse_target(abi_obj, options, info.default_abi, &d.target) < 0) goto error;
