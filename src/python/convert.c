@@ -188,12 +188,13 @@ int fl_ext_parse_grid(PyObject *obj, int64_t grid[3], fl_error *err) {
       continue;
     }
     PyObject *item = PySequence_Fast_GET_ITEM(obj, d);
-    char dim[8];
-    snprintf(dim, sizeof dim, "%d", (int)d);
-    if (!PyLong_Check(item)) return fail_reason(err, FL_BAD_GRID, "invalid_grid:%s", dim);
     int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
-    if (overflow) return fail_reason(err, FL_BAD_GRID, "grid_dim_exceeds:%s", dim);
+    long long v = PyLong_Check(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
+    if (FL_EXT_UNLIKELY(!PyLong_Check(item) || overflow)) {
+      char dim[8];
+      snprintf(dim, sizeof dim, "%d", (int)d);
+      return fail_reason(err, FL_BAD_GRID, PyLong_Check(item) ? "grid_dim_exceeds:%s" : "invalid_grid:%s", dim);
+    }
     grid[d] = v;
   }
   return 0;

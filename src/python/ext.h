@@ -31,6 +31,12 @@ typedef struct {
   PyObject *str_fallback;     /* the bound launch's method called when the entry cannot launch */
 } fl_ext_state;
 
+#if defined(__GNUC__)
+#define FL_EXT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define FL_EXT_UNLIKELY(x) (x)
+#endif
+
 /* ---- 1. errors.c ---- */
 /* The state of the module that created `type` (the extension's types cannot be subclassed). */
 fl_ext_state *fl_ext_state_from_type(PyTypeObject *type);
