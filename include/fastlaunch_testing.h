@@ -84,8 +84,9 @@ FL_EXTERN fl_status fl_cuda_module_load(const void *image, const char *name, voi
 FL_EXTERN void fl_cuda_module_unload(void *module);
 
 /* ---------------------------------------------------------------------------------------------
- * Conversions the packer uses, for reference tests: round to nearest even; false when the finite
- * value overflows the format (infinities and NaN convert).
+ * Conversions the packer uses, for reference tests; false when the finite value overflows the
+ * format (infinities and NaN convert). fp16 rounds to nearest even (as Triton's PyFloat_Pack2);
+ * bf16 is the upper half of the value converted to float, as Triton's launchers pack it.
  * ------------------------------------------------------------------------------------------- */
 FL_EXTERN bool fl_double_to_fp16(double x, uint16_t *out);
 FL_EXTERN bool fl_double_to_bf16(double x, uint16_t *out);

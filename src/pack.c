@@ -54,10 +54,19 @@ static bool round_to_half_format(double x, int ebits, int mbits, uint16_t *out) 
 }
 
 bool fl_double_to_fp16(double x, uint16_t *out) { return round_to_half_format(x, 5, 10, out); }
-bool fl_double_to_bf16(double x, uint16_t *out) { return round_to_half_format(x, 8, 7, out); }
-
 /* The largest finite float plus half an ulp: a finite double at or above it overflows. */
 #define FP32_OVERFLOW_AT 0x1.ffffffp+127
+
+/* bf16 as Triton's launchers pack a scalar: the value converted to float, then its upper 16 bits
+ * (truncation, not rounding), so a launch gives the kernel the bytes the stock launcher would. */
+bool fl_double_to_bf16(double x, uint16_t *out) {
+  if (isfinite(x) && fabs(x) >= FP32_OVERFLOW_AT) return false;
+  float f = (float)x;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  *out = (uint16_t)(u >> 16);
+  return true;
+}
 
 typedef struct {
   bool neg;

@@ -336,17 +336,21 @@ static PyObject *plan_get_template(fl_PlanObject *self, void *closure) {
 }
 
 static PyObject *plan_resolve_grid(fl_PlanObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  /* resolve_grid(*args): the grid a launch with these arguments would use. */
-  fl_value values[FL_EXT_STACK_VALUES];
+  /* resolve_grid(*args): the grid a launch with these arguments would use. Every path takes what a
+   * launch takes: past the stack array, the values go on the heap, as in fl_ext_plan_launch. */
+  fl_value stack_values[FL_EXT_STACK_VALUES];
+  fl_value *values = stack_values;
+  if (self->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(self->args.nruntime * sizeof *values)))
+    return PyErr_NoMemory();
   fl_error err;
-  if (self->args.nruntime > FL_EXT_STACK_VALUES)
-    return fl_ext_raise_reason(self->state, true, "too_many_args:%zu", self->args.nruntime);
-  int r = fl_ext_collect(self->state, &self->args, args, (size_t)nargs, values, &err);
-  if (r == -2) return NULL;
-  if (r < 0) return fl_ext_raise(self->state, &err);
+  PyObject *result = NULL;
   uint32_t g[3];
-  if (fl_plan_resolve_grid(self->plan, values, self->args.nruntime, NULL, g, &err) != FL_OK) return fl_ext_raise(self->state, &err);
-  return Py_BuildValue("(III)", g[0], g[1], g[2]);
+  int r = fl_ext_collect(self->state, &self->args, args, (size_t)nargs, values, &err);
+  if (r == 0 && fl_plan_resolve_grid(self->plan, values, self->args.nruntime, NULL, g, &err) != FL_OK) r = -1;
+  if (r == 0) result = Py_BuildValue("(III)", g[0], g[1], g[2]);
+  else if (r == -1) fl_ext_raise(self->state, &err);
+  if (values != stack_values) PyMem_Free(values);
+  return result;
 }
 
 static PyObject *plan_repr(fl_PlanObject *self) {

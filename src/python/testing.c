@@ -234,18 +234,19 @@ static PyObject *ext_bench_launch_loop(PyObject *module, PyObject *args) {
                         &n))
     return NULL;
   fl_PlanObject *self = (fl_PlanObject *)plan_obj;
-  fl_value values[FL_EXT_STACK_VALUES];
   fl_error err;
-  if (self->args.nruntime > FL_EXT_STACK_VALUES)
-    return fl_ext_raise_reason(st, true, "too_many_args:%zu", self->args.nruntime);
+  const fl_layout *l = fl_plan_layout(self->plan);
+  fl_value *values = PyMem_Calloc(self->args.nruntime ? self->args.nruntime : 1, sizeof *values);
+  unsigned char *buf = PyMem_Calloc(l->size ? l->size : 1, 1);
+  PyObject *result = NULL;
+  if (!values || !buf) {
+    PyErr_NoMemory();
+    goto done;
+  }
   int r = fl_ext_collect(st, &self->args, &PyTuple_GET_ITEM(call_args, 0), (size_t)PyTuple_GET_SIZE(call_args), values,
                          &err);
-  if (r == -2) return NULL;
-  if (r < 0) return fl_ext_raise(st, &err);
-  const fl_layout *l = fl_plan_layout(self->plan);
-  unsigned char *buf = PyMem_Calloc(l->size ? l->size : 1, 1);
-  if (!buf) return PyErr_NoMemory();
-  PyObject *result = NULL;
+  if (r == -1) fl_ext_raise(st, &err);
+  if (r < 0) goto done;
   uint32_t g[3];
   fl_plan_template(self->plan, buf, l->size, &err);
   for (size_t i = 0; i < self->args.nruntime; i++) {
@@ -265,6 +266,7 @@ static PyObject *ext_bench_launch_loop(PyObject *module, PyObject *args) {
   Py_END_ALLOW_THREADS if (status != FL_OK) fl_ext_raise(st, &err);
   else result = PyLong_FromUnsignedLongLong(ns);
 done:
+  PyMem_Free(values);
   PyMem_Free(buf);
   return result;
 }

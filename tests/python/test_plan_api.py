@@ -309,3 +309,17 @@ def test_a_plan_takes_a_typed_spec():
     assert info == {"name": "npu", "abi": "npu", "abis": ["npu"], "kernel": "handle", "own_streams": False}
     assert fastlaunch._C.backend_info("null")["abis"] == ["host", "cuda", "npu"]
     assert fastlaunch._C.backend_info("host")["kernel"] == "host_fn"
+
+
+def test_more_than_256_runtime_args_take_every_path():
+    """A foreach or combo kernel past 256 arguments: launching, resolving its grid and the finalized
+    entry all take it (values past the stack array go on the heap)."""
+    s = fastlaunch._C.stream_create("null")
+    kinds = ["ptr"] * 150 + ["i32"] * 150
+    names = [f"a{i}" for i in range(300)]
+    plan = Plan(None, kinds, backend="null", grid_exprs=["-((a299) // -(64))", "a150", "1"], arg_names=names)
+    args = [0x1000 + 8 * i for i in range(150)] + list(range(1, 151))
+    assert plan.resolve_grid(*args) == ((150 + 63) // 64, 1, 1)
+    plan(*args, stream=s)
+    assert fastlaunch._C.stream_count(s, "null") == 1
+    fastlaunch._C.stream_destroy(s, "null")
