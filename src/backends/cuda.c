@@ -85,6 +85,7 @@ static const char *cu_error_name(fl_CUresult r) {
 
 /* Per-plan state, immutable after plan_init. */
 typedef struct cuda_plan {
+  fl_CUcontext ctx; /* the context current when the plan was made: its kernel handle belongs there */
   unsigned block_x;
   unsigned num_ctas;
   unsigned shared;
@@ -99,6 +100,12 @@ static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_erro
   unsigned ctas = c->num_ctas ? c->num_ctas : 1;
   cuda_plan *cp = fl__calloc(1, sizeof *cp);
   if (!cp) return fl__fail(err, FL_NOMEM, false, "nomem:cuda_plan");
+  fl_CUresult r0;
+  /* The kernel's module lives in the context current now (Triton loads it where the call runs). */
+  if ((r0 = drv.cuCtxGetCurrent(&cp->ctx)) != FL_CUDA_SUCCESS || !cp->ctx) {
+    fl__free(cp);
+    return fl__fail(err, FL_BAD_STREAM, false, "cuda_no_current_context");
+  }
   cp->block_x = 32 * warps;
   cp->num_ctas = ctas;
   cp->shared = c->shared_mem;
@@ -161,22 +168,19 @@ static void cuda_plan_fini(fl_plan *plan) {
   plan->backend_data = NULL;
 }
 
-/* Whether this thread has been seen with a current context. The framework makes one current on
- * each thread that uses the device; a thread without one fails before anything is submitted. */
-static _Thread_local bool thread_has_context;
-
-static FL__NOINLINE fl_status check_context(fl_error *err) {
-  fl_CUcontext ctx = NULL;
-  fl_CUresult r = drv.cuCtxGetCurrent(&ctx);
-  if (r != FL_CUDA_SUCCESS || !ctx) return fl__fail(err, FL_BAD_STREAM, false, "cuda_no_current_context");
-  thread_has_context = true;
-  return FL_OK;
+/* The launch goes to the thread's current context, which can change (or be popped) between
+ * launches: it must still be the plan's, or the driver would fail after the boundary. Asked of the
+ * driver on every launch (a thread-local read in libcuda); refused before anything is submitted. */
+static FL__NOINLINE fl_status context_refused(fl_CUcontext ctx, fl_error *err) {
+  if (!ctx) return fl__fail(err, FL_BAD_STREAM, false, "cuda_no_current_context");
+  return fl__fail(err, FL_BAD_STREAM, false, "cuda_context_changed");
 }
 
 static fl_status cuda_submit(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
                              const uint32_t grid[3], fl_error *err) {
   const cuda_plan *cp = plan->backend_data;
-  if (FL__UNLIKELY(!thread_has_context) && check_context(err) != FL_OK) return FL_BAD_STREAM;
+  fl_CUcontext ctx = NULL;
+  if (FL__UNLIKELY(drv.cuCtxGetCurrent(&ctx) != FL_CUDA_SUCCESS || ctx != cp->ctx)) return context_refused(ctx, err);
   uint64_t gx = (uint64_t)grid[0] * cp->num_ctas;
   if (FL__UNLIKELY(gx > INT32_MAX)) return fl__fail(err, FL_BAD_GRID, false, "grid_dim_exceeds:0");
   void *extra[] = {FL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)args, FL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size,

@@ -140,6 +140,12 @@ static void launches_through_fake(bool param_array) {
   ASSERT_TRUE(!err.backend_submitted);
   ASSERT_EQ(s->calls, 0);
   s->no_context = 0;
+  /* Another context made current after the plan (or the plan's popped): refused before the driver. */
+  s->context = 1;
+  ASSERT_FAILS(fl_launch(p, 0x77, args, 4, NULL, &err), &err, FL_BAD_STREAM, "cuda_context_changed");
+  ASSERT_TRUE(!err.backend_submitted);
+  ASSERT_EQ(s->calls, 0);
+  s->context = 0;
   ASSERT_OK(fl_launch(p, 0x77, args, 4, NULL, &err), &err);
   ASSERT_EQ(s->calls, 1);
   ASSERT_EQ(s->ex_calls, 0);

@@ -9,7 +9,10 @@ fake_launch fake_cuda_state;
 
 int cuInit(unsigned f) { (void)f; return 0; }
 int cuGetErrorName(int r, const char **s) { *s = r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_FAKE"; return 0; }
-int cuCtxGetCurrent(void **c) { *c = fake_cuda_state.no_context ? (void *)0 : (void *)0x1; return 0; }
+int cuCtxGetCurrent(void **c) {
+  *c = fake_cuda_state.no_context ? (void *)0 : (void *)(uintptr_t)(0x1 + fake_cuda_state.context);
+  return 0;
+}
 int cuCtxGetDevice(int *d) { *d = 0; return 0; }
 int cuDeviceGetAttribute(int *v, int a, int d) { (void)d; *v = a == 97 ? 232448 : 0; return 0; }
 int cuFuncGetAttribute(int *v, int a, void *f) { (void)f; *v = a == 1 ? 1024 : 0; return 0; }

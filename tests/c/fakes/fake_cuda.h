@@ -19,6 +19,7 @@ typedef struct fake_launch {
   int last_set_attr, last_set_value;
   int fail_next;  /* return this error from the next launch */
   int no_context; /* cuCtxGetCurrent reports no current context */
+  int context;    /* cuCtxGetCurrent's context otherwise: 0x1 + context */
 } fake_launch;
 
 #endif
