@@ -235,6 +235,14 @@ FL_EXTERN fl_status fl_stream_create(fl_backend_id backend, uint64_t *stream, fl
  * thread holds, such as Python's GIL). */
 /* Waits for every launch submitted so far to finish. */
 FL_EXTERN fl_status fl_stream_synchronize(fl_backend_id backend, uint64_t stream, fl_error *err);
+/* Hooks around the waits fastlaunch makes on a launching thread (a host stream's full queue):
+ * `begin` runs before the thread blocks and returns a token that `end` receives after. A runtime
+ * with a global lock releases it there (Python's extension releases the GIL, as Triton's launcher
+ * does around its driver call), so a blocked launch never stalls other threads. Launches that do
+ * not wait never call them. NULL restores the default (no hooks). */
+typedef void *(*fl_wait_begin_fn)(void);
+typedef void (*fl_wait_end_fn)(void *token);
+FL_EXTERN void fl_set_wait_hooks(fl_wait_begin_fn begin, fl_wait_end_fn end);
 /* Drains the stream, then destroys it. */
 FL_EXTERN fl_status fl_stream_destroy(fl_backend_id backend, uint64_t stream, fl_error *err);
 /* Launches completed (host) or accepted (null) on the stream so far. */

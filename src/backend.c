@@ -19,6 +19,25 @@ const fl__backend *fl__backend_get(fl_backend_id backend) {
   return backends[backend];
 }
 
+/* The hooks are set once (the extension's import) and read only by launches that must wait. */
+static _Atomic(fl_wait_begin_fn) wait_begin;
+static _Atomic(fl_wait_end_fn) wait_end;
+
+void fl_set_wait_hooks(fl_wait_begin_fn begin, fl_wait_end_fn end) {
+  atomic_store(&wait_begin, begin && end ? begin : NULL);
+  atomic_store(&wait_end, begin && end ? end : NULL);
+}
+
+void *fl__wait_begin(void) {
+  fl_wait_begin_fn f = atomic_load(&wait_begin);
+  return f ? f() : NULL;
+}
+
+void fl__wait_end(void *token) {
+  fl_wait_end_fn f = atomic_load(&wait_end);
+  if (f) f(token);
+}
+
 fl_status fl_backend_info_get(fl_backend_id backend, fl_backend_info *info, fl_error *err) {
   const fl__backend *be = fl__backend_get(backend);
   if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", (int)backend);

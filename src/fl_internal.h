@@ -102,6 +102,9 @@ typedef struct fl__backend {
 } fl__backend;
 
 const fl__backend *fl__backend_get(fl_backend_id backend); /* NULL when out of range */
+/* Around a wait on the launching thread: the hooks set with fl_set_wait_hooks (backend.c). */
+void *fl__wait_begin(void);
+void fl__wait_end(void *token);
 
 /* ---- plans (plan.c) ---- */
 struct fl_plan {

@@ -45,7 +45,13 @@ static void sem_wait_retry(sem_t *sem) {
 /* Claims the next position (blocking while the ring is full) and publishes one launch there. */
 static void enqueue(host_stream *s, const fl_plan *plan, const void *args, size_t size,
                     const uint32_t grid[3]) {
-  sem_wait_retry(&s->spaces);
+  if (sem_trywait(&s->spaces) != 0) {
+    /* The ring is full: this thread waits for the worker, with the caller's lock (the GIL)
+     * released through the wait hooks, so the kernels it waits for can depend on other threads. */
+    void *token = fl__wait_begin();
+    sem_wait_retry(&s->spaces);
+    fl__wait_end(token);
+  }
   uint64_t pos = atomic_fetch_add_explicit(&s->head, 1, memory_order_relaxed);
   entry *e = &s->ring[pos & RING_MASK];
   /* The semaphore already guarantees the worker is done with this entry; the sequence number

@@ -166,7 +166,15 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* A launch waiting on a full host stream releases the GIL, when this thread holds it (a C caller's
+ * thread may launch without Python). */
+static void *release_gil(void) { return PyGILState_Check() ? (void *)PyEval_SaveThread() : NULL; }
+static void reacquire_gil(void *token) {
+  if (token) PyEval_RestoreThread((PyThreadState *)token);
+}
+
 static int module_exec(PyObject *module) {
+  fl_set_wait_hooks(release_gil, reacquire_gil);
   fl_ext_state *st = PyModule_GetState(module);
   st->str_data_ptr = PyUnicode_InternFromString("data_ptr");
   st->str_stream = PyUnicode_InternFromString("stream");

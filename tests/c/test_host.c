@@ -340,9 +340,21 @@ static void sleep_ms(int ms) {
   nanosleep(&t, NULL);
 }
 
+/* Wait hooks: the submitter calls them around each wait for a free entry, and only then. */
+static atomic_int waits_begun, waits_ended;
+static int wait_token;
+static void *count_wait_begin(void) {
+  atomic_fetch_add(&waits_begun, 1);
+  return &wait_token;
+}
+static void count_wait_end(void *token) {
+  if (token == &wait_token) atomic_fetch_add(&waits_ended, 1);
+}
+
 /* The first launch holds the worker, so the ring fills; the submitter must then block (not drop,
  * not fail) until the gate opens, and every launch must run once. */
 static void test_queue_full(void) {
+  fl_set_wait_hooks(count_wait_begin, count_wait_end);
   fl_plan *plan = NULL;
   ASSERT_EQ(make_plan("checksum", "gated_add", gated_kinds, 3, 3, NULL, FL_GRID_CALLER, NULL, NULL, NULL, &plan), 0);
   fl_error err;
@@ -356,10 +368,16 @@ static void test_queue_full(void) {
   sleep_ms(50);
   /* The running launch keeps its entry until it finishes, so exactly HOST_RING got in. */
   int blocked_at = atomic_load(&c.submitted);
+  int begun_while_full = atomic_load(&waits_begun);
   uint64_t count;
   ASSERT_OK(fl_stream_count(FL_BACKEND_HOST, c.stream, &count, &err), &err);
   __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
   pthread_join(th, NULL);
+  fl_set_wait_hooks(NULL, NULL);
+  /* Blocked on the full ring, the submitter was inside exactly one wait; every wait ended. */
+  ASSERT_EQ(begun_while_full, 1);
+  ASSERT_TRUE(atomic_load(&waits_begun) >= 1);
+  ASSERT_EQ(atomic_load(&waits_begun), atomic_load(&waits_ended));
   ASSERT_EQ(blocked_at, HOST_RING);
   ASSERT_EQ_U(count, 0);
   ASSERT_EQ(c.failures, 0);

@@ -405,3 +405,45 @@ def test_category_check_skips_ignored_positions():
 
     assert _category_mismatch(["ptr", "fp32", "ptr"], (0x1000, 1, 0.5, 0x2000), (1,)) is None
     assert _category_mismatch(["ptr", "i32"], (0x1000, 1.5)) == "runtime_arg_category_mismatch:1:i32"
+
+
+GATE = r"""
+/* Waits until gate[0] is set (by a Python thread), then counts. */
+typedef struct { volatile int32_t *gate; int32_t *count; } gate_args;
+void gated(const void *a, const fl_host_program *p) {
+  const gate_args *g = a; (void)p;
+  while (!__atomic_load_n(g->gate, __ATOMIC_ACQUIRE)) { }
+  __atomic_fetch_add(g->count, 1, __ATOMIC_RELAXED);
+}
+"""
+
+
+def test_a_launch_waiting_on_a_full_queue_releases_the_gil(kernel_dir):
+    """The first launch blocks the worker until another Python thread opens the gate; 300 launches
+    fill the 256-entry queue, so the launching thread waits. Holding the GIL there would deadlock
+    (the opener could never run); the wait releases it, as Triton's launcher does around its
+    driver call."""
+    import threading
+    import time
+
+    kernel = host.compile(GATE, "gated", directory=kernel_dir)
+    plan = fastlaunch.Plan(kernel, ["ptr", "ptr"], grid=(1,))
+    mem = (ctypes.c_int32 * 2)()
+    gate, count = ctypes.addressof(mem), ctypes.addressof(mem) + 4
+    s = host.Stream()
+    done = threading.Event()
+
+    def launcher():
+        for _ in range(300):
+            plan(gate, count, stream=s.handle)
+        done.set()
+
+    t = threading.Thread(target=launcher, daemon=True)
+    t.start()
+    time.sleep(0.2)  # the launcher is now blocked on the full queue
+    assert not done.is_set()
+    mem[0] = 1  # runs only because the blocked launcher released the GIL
+    assert done.wait(30), "the launching thread kept the GIL while it waited"
+    s.synchronize()
+    assert mem[1] == 300
+    s.close()
