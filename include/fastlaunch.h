@@ -211,6 +211,16 @@ typedef enum fl_kernel_kind {
   FL_KERNEL_HANDLE   /* the device runtime's own handle (a CUfunction, an Ascend function) */
 } fl_kernel_kind;
 
+/* Where a backend's kernels read their pointer arguments: a caller that knows where a tensor lives
+ * refuses one from elsewhere before launching. */
+typedef enum fl_memory {
+  FL_MEMORY_ANY,  /* the backend dereferences nothing (null) */
+  FL_MEMORY_HOST, /* host memory (the host backend's kernels run on the CPU) */
+  FL_MEMORY_CUDA, /* an NVIDIA GPU's memory */
+  FL_MEMORY_NPU,  /* an Ascend NPU's memory */
+  FL_MEMORY_OTHER /* anything else (a caller's answer for memory no backend takes) */
+} fl_memory;
+
 /* Everything a caller needs to know of a backend to build plans for it, from the backend's own
  * table: no layer above needs to know a backend by name. */
 typedef struct fl_backend_info {
@@ -218,6 +228,7 @@ typedef struct fl_backend_info {
   fl_abi default_abi;    /* the flavour its kernels use */
   unsigned abi_mask;     /* bit (1u << fl_abi) for each flavour it accepts */
   fl_kernel_kind kernel; /* what it takes as the kernel handle */
+  fl_memory memory;      /* where its kernels read pointer arguments */
   bool own_streams;      /* streams come from fl_stream_create (else: the framework's raw stream) */
 } fl_backend_info;
 
@@ -315,6 +326,9 @@ FL_EXTERN size_t fl_plan_runtime_arg_count(const fl_plan *plan);
 FL_EXTERN fl_kind fl_plan_arg_kind(const fl_plan *plan, size_t index);
 FL_EXTERN fl_backend_id fl_plan_backend(const fl_plan *plan);
 FL_EXTERN fl_abi fl_plan_abi(const fl_plan *plan);
+/* The device index the plan's kernel lives on (cuda: its context's device), or -1 when the backend
+ * has none. Pointer arguments from another device are the caller's to refuse. */
+FL_EXTERN int fl_plan_device(const fl_plan *plan);
 FL_EXTERN fl_grid_mode fl_plan_grid_mode(const fl_plan *plan);
 FL_EXTERN const char *fl_plan_name(const fl_plan *plan);
 /* Copies the template buffer (fixed args, static grid, FFTS address) into `dst` (size bytes). */

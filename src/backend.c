@@ -46,6 +46,7 @@ fl_status fl_backend_info_get(fl_backend_id backend, fl_backend_info *info, fl_e
   info->default_abi = be->default_abi;
   info->abi_mask = be->abi_mask;
   info->kernel = be->kernel;
+  info->memory = be->memory;
   info->own_streams = be->stream_create != NULL;
   fl__ok(err);
   return FL_OK;

@@ -76,6 +76,7 @@ typedef struct fl__backend {
   fl_abi default_abi;            /* the flavour its kernels use */
   unsigned abi_mask;             /* bit (1u << fl_abi) for each flavour it accepts */
   fl_kernel_kind kernel;         /* what it takes as the kernel handle */
+  fl_memory memory;              /* where its kernels read pointer arguments */
   int64_t grid_max[3];           /* inclusive limit of each grid dimension */
   uint64_t grid_max_product;     /* limit on x*y*z, 0 for none; lifted for a plan that clamps its
                                   * block count (npu clamp_blocks) */
@@ -96,6 +97,8 @@ typedef struct fl__backend {
   fl_status (*stream_synchronize)(uint64_t stream, fl_error *err);
   fl_status (*stream_destroy)(uint64_t stream, fl_error *err);
   fl_status (*stream_count)(uint64_t stream, uint64_t *count, fl_error *err);
+  /* Optional: the device index of the plan's kernel (fl_plan_device); absent: -1. */
+  int (*plan_device)(const fl_plan *plan);
   /* Optional: the backend's own launch loop (fl_bench_launch_loop). */
   fl_status (*bench_loop)(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
                           uint64_t n, uint64_t *ns, fl_error *err);

@@ -244,6 +244,9 @@ size_t fl_plan_nargs(const fl_plan *plan) { return plan ? plan->nargs : 0; }
 size_t fl_plan_runtime_arg_count(const fl_plan *plan) { return plan ? plan->nruntime : 0; }
 fl_backend_id fl_plan_backend(const fl_plan *plan) { return plan ? plan->backend : FL_BACKEND_COUNT; }
 fl_abi fl_plan_abi(const fl_plan *plan) { return plan ? plan->target.abi : FL_ABI_COUNT; }
+int fl_plan_device(const fl_plan *plan) {
+  return plan && plan->base->plan_device ? plan->base->plan_device(plan) : -1;
+}
 fl_grid_mode fl_plan_grid_mode(const fl_plan *plan) { return plan ? plan->grid_mode : FL_GRID_CALLER; }
 const char *fl_plan_name(const fl_plan *plan) { return plan ? plan->name : NULL; }
 

@@ -60,6 +60,11 @@ def report(file=None, *, as_dict: bool = False):
     print(f"fastlaunch: {len(rows)} call sites, {total_fast} of {total} launches on the fast path"
           + (f" ({100.0 * total_fast / total:.1f}%)" if total else "")
           + (f"; {idle} bound call sites not called" if idle else ""), file=out)
+    from fastlaunch import _C
+
+    in_use, why = _C.tensor_door()
+    how = "read from torch's C++ object (fastlaunch._tensor)" if in_use else "data_ptr()"
+    print(f"  tensor arguments: {how}: {why}", file=out)
     for r in rows:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(r["fallbacks"].items()))
         refusals = ", ".join(f"{k}={v}" for k, v in sorted(r["refusals"].items()))

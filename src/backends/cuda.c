@@ -86,6 +86,7 @@ static const char *cu_error_name(fl_CUresult r) {
 /* Per-plan state, immutable after plan_init. */
 typedef struct cuda_plan {
   fl_CUcontext ctx; /* the context current when the plan was made: its kernel handle belongs there */
+  int device;       /* that context's device */
   unsigned block_x;
   unsigned num_ctas;
   unsigned shared;
@@ -106,6 +107,8 @@ static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_erro
     fl__free(cp);
     return fl__fail(err, FL_BAD_STREAM, false, "cuda_no_current_context");
   }
+  fl_CUdevice dev0;
+  cp->device = drv.cuCtxGetDevice(&dev0) == FL_CUDA_SUCCESS ? (int)dev0 : -1;
   cp->block_x = 32 * warps;
   cp->num_ctas = ctas;
   cp->shared = c->shared_mem;
@@ -213,11 +216,14 @@ static fl_status cuda_submit(const fl_plan *plan, uint64_t stream, const void *a
 static fl_status cuda_bench_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
                                  uint64_t n, uint64_t *ns, fl_error *err);
 
+static int cuda_plan_device(const fl_plan *plan) { return ((const cuda_plan *)plan->backend_data)->device; }
+
 const fl__backend fl__backend_cuda = {
     .name = "cuda",
     .default_abi = FL_ABI_CUDA,
     .abi_mask = 1u << FL_ABI_CUDA,
     .kernel = FL_KERNEL_HANDLE,
+    .memory = FL_MEMORY_CUDA,
     .grid_max = {INT32_MAX, 65535, 65535},
     .grid_max_product = 0,
     .grid_allow_zero = true,
@@ -226,6 +232,7 @@ const fl__backend fl__backend_cuda = {
     .plan_init = cuda_plan_init,
     .plan_fini = cuda_plan_fini,
     .submit = cuda_submit,
+    .plan_device = cuda_plan_device,
     .bench_loop = cuda_bench_loop,
 };
 

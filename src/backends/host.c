@@ -240,6 +240,7 @@ const fl__backend fl__backend_host = {
     .default_abi = FL_ABI_HOST,
     .abi_mask = 1u << FL_ABI_HOST,
     .kernel = FL_KERNEL_HOST_FN,
+    .memory = FL_MEMORY_HOST,
     .grid_max = {INT32_MAX, INT32_MAX, INT32_MAX},
     .grid_max_product = 0,
     .grid_allow_zero = true,

@@ -99,6 +99,7 @@ const fl__backend fl__backend_npu = {
     .default_abi = FL_ABI_NPU,
     .abi_mask = 1u << FL_ABI_NPU,
     .kernel = FL_KERNEL_HANDLE,
+    .memory = FL_MEMORY_NPU,
     .grid_max = {INT32_MAX, INT32_MAX, INT32_MAX},
     .grid_max_product = 65535, /* blocks per launch, unless the plan clamps to the core count */
     .grid_allow_zero = false,

@@ -74,6 +74,7 @@ const fl__backend fl__backend_null = {
     .default_abi = FL_ABI_HOST,
     .abi_mask = (1u << FL_ABI_HOST) | (1u << FL_ABI_CUDA) | (1u << FL_ABI_NPU),
     .kernel = FL_KERNEL_NONE,
+    .memory = FL_MEMORY_ANY,
     .grid_max = {INT32_MAX, INT32_MAX, INT32_MAX},
     .grid_max_product = 0,
     .grid_allow_zero = true,

@@ -49,7 +49,8 @@ static int fail_range(fl_error *err, int r, size_t i, fl_kind kind) {
   return -1;
 }
 
-static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err) {
+static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err,
+                   fl_memory spec_memory, int spec_device) {
   if (kind == FL_KIND_PTR) {
     if (obj == Py_None) {
       *out = fl_none();
@@ -68,6 +69,23 @@ static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
     } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {
       addr = Py_NewRef(obj);
     } else {
+      /* A plain tensor: its pointer and device straight from torch's C++ object (the door), and a
+       * tensor from memory the backend does not read is refused before the boundary. */
+      if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
+      uint64_t p;
+      int where, index;
+      if (st->door && st->door->unpack(obj, &p, &where, &index)) {
+        if (FL_EXT_UNLIKELY(spec_memory != FL_MEMORY_ANY && (where != (int)spec_memory ||
+                                                              (spec_device >= 0 && index != spec_device)))) {
+          snprintf(err->reason, sizeof err->reason, "ptr_device_mismatch:%zu", i);
+          err->status = FL_BAD_VALUE;
+          err->backend_submitted = err->stable = false;
+          return -1;
+        }
+        out->type = FL_VALUE_PTR;
+        out->v.p = p;
+        return 0;
+      }
       PyObject *self_arg[2] = {NULL, obj};
       addr = PyObject_VectorcallMethod(st->str_data_ptr, self_arg + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
       if (!addr) return fail_extract(err, "ptr_extract_failed", i, NULL, obj);
@@ -131,6 +149,49 @@ static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
   return fail_extract(err, "int_expected", i, fl_kind_name(kind), obj);
 }
 
+void fl_ext_door_load(fl_ext_state *st) {
+  /* Only once torch is imported: a tensor cannot exist before, and fastlaunch never imports it. */
+  PyObject *name = PyUnicode_FromString("torch");
+  PyObject *torch = name ? PyImport_GetModule(name) : NULL;
+  Py_XDECREF(name);
+  if (!torch) {
+    PyErr_Clear();
+    return; /* tried again at the next tensor-like argument */
+  }
+  st->door_state = -1;
+  const char *env = getenv("FASTLAUNCH_TENSOR_DOOR");
+  PyObject *mod = NULL, *capsule = NULL, *version = NULL;
+  if (env && strcmp(env, "0") == 0) {
+    snprintf(st->door_why, sizeof st->door_why, "switched off by FASTLAUNCH_TENSOR_DOOR=0");
+  } else if (!(mod = PyImport_ImportModule("fastlaunch._tensor"))) {
+    snprintf(st->door_why, sizeof st->door_why, "fastlaunch._tensor was not built (no torch headers at build time)");
+  } else if (!(capsule = PyObject_GetAttrString(mod, "door")) ||
+             !PyCapsule_IsValid(capsule, FL_TENSOR_DOOR_CAPSULE)) {
+    snprintf(st->door_why, sizeof st->door_why, "fastlaunch._tensor has no door");
+  } else {
+    const fl_tensor_door *door = PyCapsule_GetPointer(capsule, FL_TENSOR_DOOR_CAPSULE);
+    version = PyObject_GetAttrString(torch, "__version__");
+    const char *running = version && PyUnicode_Check(version) ? PyUnicode_AsUTF8(version) : NULL;
+    if (door->version != FL_TENSOR_DOOR_VERSION) {
+      snprintf(st->door_why, sizeof st->door_why, "door version %u, expected %d", door->version,
+               FL_TENSOR_DOOR_VERSION);
+    } else if (!running || strcmp(running, door->torch_version) != 0) {
+      /* torch's C++ objects are only read by the torch the door was compiled against. */
+      snprintf(st->door_why, sizeof st->door_why, "built against torch %.40s, running %.40s", door->torch_version,
+               running ? running : "?");
+    } else {
+      st->door = door;
+      st->door_state = 1;
+      snprintf(st->door_why, sizeof st->door_why, "torch %.40s", running);
+    }
+  }
+  PyErr_Clear();
+  Py_XDECREF(version);
+  Py_XDECREF(capsule);
+  Py_XDECREF(mod);
+  Py_DECREF(torch);
+}
+
 int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *args, size_t nargs, fl_value *values,
                    fl_error *err) {
   if (nargs != spec->ncall) {
@@ -143,7 +204,7 @@ int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *a
   for (size_t i = 0; i < nargs; i++) {
     int32_t k = spec->argmap ? spec->argmap[i] : (int32_t)i;
     if (k < 0) continue; /* a position the plan skips */
-    int r = extract(st, spec->kinds[k], args[i], (size_t)k, &values[k], err);
+    int r = extract(st, spec->kinds[k], args[i], (size_t)k, &values[k], err, spec->memory, spec->device);
     if (r < 0) return r;
   }
   return 0;

@@ -17,6 +17,7 @@
 #include <structmember.h>
 
 #include "fastlaunch.h"
+#include "tensor_door.h"
 
 /* Module state: everything the extension would otherwise keep in globals. */
 typedef struct {
@@ -29,6 +30,10 @@ typedef struct {
   PyObject *str_stream;
   PyObject *str_grid;
   PyObject *str_fallback;     /* the bound launch's method called when the entry cannot launch */
+  /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
+  const fl_tensor_door *door;
+  int door_state;             /* 0 not tried yet, 1 in use, -1 refused (door_why says why) */
+  char door_why[160];
 } fl_ext_state;
 
 #if defined(__GNUC__)
@@ -60,6 +65,8 @@ typedef struct {
   size_t ncall;         /* positional arguments per call: nruntime plus the ignored ones */
   int32_t *argmap;      /* per positional argument: its ABI index, or -1 (ignored); NULL: identity */
   const fl_kind *kinds; /* the plan's kinds (at least nruntime) */
+  fl_memory memory;     /* where the backend reads pointers: a tensor from elsewhere is refused */
+  int device;           /* the plan's device index, or -1 */
 } fl_ext_args;
 
 /* Converts a call's positional arguments to runtime values (before the submit boundary). Returns
@@ -67,6 +74,8 @@ typedef struct {
  * as it is (KeyboardInterrupt and the like, raised by an argument's own code). */
 int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *args, size_t nargs, fl_value *values,
                    fl_error *err);
+/* Loads the tensor door if torch is imported and it was not tried yet (once per process). */
+void fl_ext_door_load(fl_ext_state *st);
 /* Reads a stream handle: None is 0, an int must be in [0, 2^64). Returns 0, or -1 with `err`
  * filled ("stream_invalid_type:<type>", "stream_out_of_range"); no Python exception. */
 int fl_ext_parse_stream(PyObject *obj, uint64_t *stream, fl_error *err);

@@ -151,7 +151,18 @@ static PyObject *ext_backend_info(PyObject *module, PyObject *args) {
                        "kernel", kernels[info.kernel], "own_streams", info.own_streams ? Py_True : Py_False);
 }
 
+/* tensor_door() -> (in_use, why): whether tensors are read through fastlaunch._tensor or data_ptr(). */
+static PyObject *ext_tensor_door(PyObject *module, PyObject *unused) {
+  (void)unused;
+  fl_ext_state *st = PyModule_GetState(module);
+  if (st->door_state == 0) fl_ext_door_load(st);
+  const char *why = st->door_state == 0 ? "torch not imported yet" : st->door_why;
+  return Py_BuildValue("(Os)", st->door ? Py_True : Py_False, why);
+}
+
 static PyMethodDef module_methods[] = {
+    {"tensor_door", ext_tensor_door, METH_NOARGS,
+     "tensor_door() -> (in_use, why): tensor arguments through torch's C++ object, or data_ptr() and why"},
     {"layout", (PyCFunction)(void (*)(void))ext_layout, METH_VARARGS | METH_KEYWORDS,
      "layout(abi, kinds, **options) -> dict\n\n"
      "Where each argument of a signature sits in the packed buffer of an ABI flavour with those options."},

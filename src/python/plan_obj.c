@@ -213,6 +213,8 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->name = PyUnicode_FromString(fl_plan_name(plan));
   self->args.nruntime = self->args.ncall = fl_plan_runtime_arg_count(plan);
   self->args.kinds = kinds; /* the object keeps the parsed array */
+  self->args.memory = info.memory;
+  self->args.device = fl_plan_device(plan);
   kinds = NULL;
   if (!self->name) {
     Py_CLEAR(self);

@@ -35,7 +35,7 @@ static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, siz
       if (fl_ext_parse_stream(args[nargs + (size_t)k], &stream, &err) < 0) return fl_ext_raise(self->state, &err);
     }
   }
-  fl_ext_args spec = {nargs, nargs, NULL, self->kinds};
+  fl_ext_args spec = {nargs, nargs, NULL, self->kinds, FL_MEMORY_ANY, -1};
   int r = fl_ext_collect(self->state, &spec, args, nargs, values, &err);
   if (r == -2) return NULL;
   if (r < 0) return fl_ext_raise(self->state, &err);
@@ -271,7 +271,53 @@ done:
   return result;
 }
 
+/* bench_unpack(tensors, rounds) -> (door_ns, data_ptr_ns, door_sum, data_ptr_sum): nanoseconds per
+ * tensor to read a data pointer, in a C loop over the tensors, through the tensor door and through
+ * data_ptr() (door_ns is None when it is not in use), and the sums of the pointers each read (the
+ * door's counts only the tensors it took). */
+static PyObject *ext_bench_unpack(PyObject *module, PyObject *args) {
+  fl_ext_state *st = PyModule_GetState(module);
+  PyObject *seq;
+  long long rounds;
+  if (!PyArg_ParseTuple(args, "O!L:bench_unpack", &PyTuple_Type, &seq, &rounds)) return NULL;
+  if (st->door_state == 0) fl_ext_door_load(st);
+  Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  struct timespec t0, t1;
+  uint64_t sink = 0, door_sink = 0;
+  PyObject *door_ns = Py_NewRef(Py_None);
+  if (st->door) {
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long long r = 0; r < rounds; r++)
+      for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t p;
+        int where, index;
+        if (st->door->unpack(PyTuple_GET_ITEM(seq, i), &p, &where, &index)) door_sink += p;
+      }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    Py_SETREF(door_ns, PyFloat_FromDouble(((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) /
+                                          ((double)rounds * (double)(n ? n : 1))));
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long long r = 0; r < rounds; r++)
+    for (Py_ssize_t i = 0; i < n; i++) {
+      PyObject *a = PyObject_CallMethodNoArgs(PyTuple_GET_ITEM(seq, i), st->str_data_ptr);
+      if (!a) {
+        Py_XDECREF(door_ns);
+        return NULL;
+      }
+      sink += PyLong_AsUnsignedLongLong(a);
+      Py_DECREF(a);
+    }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double dp = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / ((double)rounds * (double)(n ? n : 1));
+  if (!door_ns) return NULL;
+  return Py_BuildValue("(NdKK)", door_ns, dp, (unsigned long long)door_sink, (unsigned long long)sink);
+}
+
 PyMethodDef fl_ext_testing_methods[] = {
+    {"bench_unpack", ext_bench_unpack, METH_VARARGS,
+     "bench_unpack(tensors, rounds) -> (door_ns, data_ptr_ns, door_sum, data_ptr_sum): ns per tensor each way"},
+
     {"bench_loop", ext_bench_loop, METH_VARARGS,
      "bench_loop(callable, args, kwargs, n) -> ns: n calls from a C loop, for benchmarks"},
     {"bench_launch_loop", ext_bench_launch_loop, METH_VARARGS,

@@ -87,3 +87,23 @@ def test_many_launches_in_order():
         plan(acc, one, acc, 1000, stream=stream())
     torch.cuda.synchronize()
     assert torch.equal(acc, torch.full_like(acc, 10_000.0))
+
+
+def test_a_tensor_from_elsewhere_is_refused_before_the_boundary():
+    """A CPU tensor given to a CUDA plan is refused before anything reaches the driver (the stock
+    launcher then raises its own error); so is a tensor on another GPU, where there is one."""
+    from fastlaunch import _C
+
+    if not _C.tensor_door()[0]:
+        pytest.skip(f"tensor door not in use here: {_C.tensor_door()[1]}")
+    ck = compiled(K.vadd, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                  {"BLOCK": 1024})
+    plan = plan_from_compiled(ck, grid_exprs=["-((n) // -(1024))", "1", "1"])
+    x, out = torch.randn(16, device="cuda"), torch.empty(16, device="cuda")
+    with pytest.raises(FastLaunchError) as e:
+        plan(x, torch.randn(16), out, 16, stream=stream())
+    assert e.value.reason == "ptr_device_mismatch:1" and not e.value.backend_submitted
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(FastLaunchError) as e:
+            plan(x, torch.randn(16, device="cuda:1"), out, 16, stream=stream())
+        assert e.value.reason == "ptr_device_mismatch:1"
