@@ -531,6 +531,11 @@ fl_status fl_grid_program_eval(const fl_grid_program *program, const int64_t *va
   if (FL__UNLIKELY(!program || !out)) return fl__fail(err, FL_BAD_GRID_PROGRAM, true, "grid_program_null");
   if (!vars) nvars = 0;
   if (FL__UNLIKELY(nvars < program->nvars)) return var_missing(program, nvars, err);
+  /* A constant dimension (Inductor's "1" for y and z) is one CONST: read it without the loop. */
+  if (program->ncode == 1 && program->code[0].op == OP_CONST) {
+    *out = program->code[0].arg;
+    return FL_OK;
+  }
   int e = run(program->code, program->ncode, vars, out);
   return FL__UNLIKELY(e != E_NONE) ? eval_fail(e, err) : FL_OK;
 }
