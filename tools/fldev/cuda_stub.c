@@ -1,0 +1,136 @@
+/* cuda_stub.c: a libcuda.so.1 for machines without a GPU, so Triton's own launcher (its cuda_utils,
+ * built against whatever libcuda TRITON_LIBCUDA_PATH names) and fastlaunch's cuda backend both run
+ * here against the same driver. It launches nothing. It counts launches and, when stub.record is
+ * set, records the last one: grid, block, shared memory, stream, function, launch attributes, the
+ * packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER) and the first stub.nparams parameters (8 bytes
+ * each), so a test can compare what two launchers hand the driver byte for byte. */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct stub_state {
+  uint64_t calls;
+  int record;  /* 0: count only (benchmarks); 1: record the last launch */
+  int nparams; /* parameters to copy from a parameter array */
+  unsigned grid[3], block[3], shared;
+  uint64_t stream, function;
+  int nattrs;
+  int attr_ids[8];
+  unsigned attr_vals[8][3];
+  size_t buffer_size;
+  unsigned char buffer[4096];
+  int used_params; /* 1: the last launch passed a parameter array; 0: a packed buffer */
+  unsigned char params[256][8];
+} stub_state;
+
+__attribute__((visibility("default"))) stub_state stub;
+
+#define API __attribute__((visibility("default"))) int
+
+API cuInit(unsigned f) { (void)f; return 0; }
+API cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+API cuGetErrorName(int r, const char **s) { (void)r; *s = "CUDA_ERROR_STUB"; return 0; }
+API cuGetErrorString(int r, const char **s) { (void)r; *s = "stub driver error"; return 0; }
+API cuDeviceGet(int *d, int ordinal) { *d = ordinal; return 0; }
+API cuDeviceGetCount(int *n) { *n = 1; return 0; }
+API cuDeviceGetAttribute(int *v, int attr, int dev) {
+  (void)dev;
+  switch (attr) {
+    case 1: *v = 1024; break;    /* max threads per block */
+    case 8: *v = 49152; break;   /* max shared memory per block */
+    case 10: *v = 32; break;     /* warp size */
+    case 16: *v = 132; break;    /* multiprocessors */
+    case 75: *v = 9; break;      /* compute capability major */
+    case 76: *v = 0; break;      /* minor */
+    case 81: *v = 233472; break; /* max shared memory per multiprocessor */
+    case 82: *v = 65536; break;  /* max registers per multiprocessor */
+    case 97: *v = 232448; break; /* max shared memory per block, opt-in */
+    default: *v = 1;
+  }
+  return 0;
+}
+API cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = (void *)0x1; return 0; }
+API cuCtxGetCurrent(void **c) { *c = (void *)0x1; return 0; }
+API cuCtxSetCurrent(void *c) { (void)c; return 0; }
+API cuCtxGetDevice(int *d) { *d = 0; return 0; }
+API cuCtxGetLimit(size_t *v, int limit) { (void)limit; *v = 1024; return 0; }
+API cuCtxSetLimit(int limit, size_t v) { (void)limit; (void)v; return 0; }
+API cuFuncGetAttribute(int *v, int attr, void *f) {
+  (void)f;
+  *v = attr == 0 ? 1024 : attr == 4 ? 32 : 0; /* max threads per block; registers */
+  return 0;
+}
+API cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
+API cuFuncSetCacheConfig(void *f, int c) { (void)f; (void)c; return 0; }
+API cuModuleLoadData(void **m, const void *image) { *m = (void *)image; return image ? 0 : 1; }
+API cuModuleGetFunction(void **f, void *m, const char *name) { (void)name; *f = (char *)m + 16; return 0; }
+API cuModuleUnload(void *m) { (void)m; return 0; }
+API cuOccupancyMaxActiveClusters(int *n, void *f, const void *config) { (void)f; (void)config; *n = 1; return 0; }
+API cuStreamIsCapturing(void *s, int *status) { (void)s; *status = 0; return 0; }
+/* Every pointer is a device pointer here: CU_POINTER_ATTRIBUTE_DEVICE_POINTER gives it back. */
+API cuPointerGetAttribute(void *data, int attr, uint64_t ptr) { (void)attr; memcpy(data, &ptr, 8); return 0; }
+API cuPointerGetAttributes(unsigned n, int *attrs, void **data, uint64_t ptr) {
+  (void)attrs;
+  for (unsigned i = 0; i < n; i++) memcpy(data[i], &ptr, 8);
+  return 0;
+}
+API cuTensorMapEncodeTiled(void *map, ...) { (void)map; return 0; }
+API cuTensorMapEncodeIm2col(void *map, ...) { (void)map; return 0; }
+API cuMemAlloc(uint64_t *p, size_t n) { (void)n; *p = 0x10000; return 0; }
+API cuMemFree(uint64_t p) { (void)p; return 0; }
+
+static void record(void *f, const unsigned g[3], const unsigned b[3], unsigned shared, void *stream, void **params,
+                   void **extra) {
+  stub.grid[0] = g[0], stub.grid[1] = g[1], stub.grid[2] = g[2];
+  stub.block[0] = b[0], stub.block[1] = b[1], stub.block[2] = b[2];
+  stub.shared = shared;
+  stub.stream = (uint64_t)(uintptr_t)stream;
+  stub.function = (uint64_t)(uintptr_t)f;
+  stub.buffer_size = 0;
+  stub.used_params = params != NULL;
+  /* {BUFFER_POINTER (1), ptr, BUFFER_SIZE (2), &size, END (0)} */
+  if (extra && extra[0] == (void *)1 && extra[2] == (void *)2) {
+    stub.buffer_size = *(size_t *)extra[3];
+    memcpy(stub.buffer, extra[1], stub.buffer_size < sizeof stub.buffer ? stub.buffer_size : sizeof stub.buffer);
+  }
+  for (int i = 0; params && i < stub.nparams && i < 256; i++) memcpy(stub.params[i], params[i], 8);
+}
+
+API cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void *stream, void **params, void **extra) {
+  stub.calls++;
+  if (stub.record) {
+    unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+    record(f, g, b, shared, stream, params, extra);
+    stub.nattrs = 0;
+  }
+  return 0;
+}
+
+typedef struct {
+  unsigned gx, gy, gz, bx, by, bz, shared;
+  void *stream;
+  struct {
+    int id;
+    char pad[4];
+    union {
+      char pad[64];
+      unsigned u[3];
+    } value;
+  } *attrs;
+  unsigned nattrs;
+} stub_config;
+
+API cuLaunchKernelEx(const stub_config *c, void *f, void **params, void **extra) {
+  stub.calls++;
+  if (stub.record) {
+    unsigned g[3] = {c->gx, c->gy, c->gz}, b[3] = {c->bx, c->by, c->bz};
+    record(f, g, b, c->shared, c->stream, params, extra);
+    stub.nattrs = (int)c->nattrs;
+    for (unsigned i = 0; i < c->nattrs && i < 8; i++) {
+      stub.attr_ids[i] = c->attrs[i].id;
+      memcpy(stub.attr_vals[i], c->attrs[i].value.u, sizeof stub.attr_vals[i]);
+    }
+  }
+  return 0;
+}

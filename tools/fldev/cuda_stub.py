@@ -1,0 +1,114 @@
+"""The `cuda-stub` backend for benchmarks and tests: Triton's real CUDA launcher and fastlaunch's
+cuda backend over one libcuda stand-in (cuda_stub.c) that launches nothing, on a machine without a
+GPU.
+
+    stub = cuda_stub.load()      # builds the stub once, loads it as libcuda.so.1, points Triton at it
+    ck = cuda_stub.compile(fn, signature, constexprs)   # a real cubin, handles loaded through the stub
+    ck.run(...)                  # Triton's own launcher (its cuda_utils compiled against the stub)
+    stub.state.calls             # what the driver saw; stub.record(nparams) to capture the last launch
+
+Call load() before anything asks Triton for its driver: the stub must be the process's libcuda.so.1.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class StubState(ctypes.Structure):
+    _fields_ = [("calls", ctypes.c_uint64), ("record", ctypes.c_int), ("nparams", ctypes.c_int),
+                ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_uint64), ("function", ctypes.c_uint64), ("nattrs", ctypes.c_int),
+                ("attr_ids", ctypes.c_int * 8), ("attr_vals", (ctypes.c_uint * 3) * 8),
+                ("buffer_size", ctypes.c_size_t), ("buffer", ctypes.c_ubyte * 4096), ("used_params", ctypes.c_int),
+                ("params", (ctypes.c_ubyte * 8) * 256)]
+
+
+class Stub:
+    def __init__(self, path):
+        self.path = path
+        self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        self.state = StubState.in_dll(self.lib, "stub")
+
+    def record(self, nparams=0):
+        self.state.record = 1
+        self.state.nparams = nparams
+
+    def count_only(self):
+        self.state.record = 0
+
+
+_stub = None
+
+
+def _build(directory):
+    src = os.path.join(HERE, "cuda_stub.c")
+    with open(src, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    out = os.path.join(directory, digest)
+    lib = os.path.join(out, "libcuda.so.1")
+    if not os.path.exists(lib):
+        os.makedirs(out, exist_ok=True)
+        tmp = lib + f".{os.getpid()}"
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
+                        "-Wl,-soname,libcuda.so.1", "-o", tmp, src], check=True)
+        os.replace(tmp, lib)
+    link = os.path.join(out, "libcuda.so")
+    if not os.path.exists(link):
+        try:
+            os.symlink("libcuda.so.1", link)
+        except FileExistsError:
+            pass
+    return lib
+
+
+def load(directory=None):
+    """The stub, built (once per source) and loaded as this process's libcuda.so.1; Triton's
+    active driver becomes its CUDA driver over it, and fastlaunch's cuda backend opens it too."""
+    global _stub
+    if _stub is not None:
+        return _stub
+    directory = directory or os.path.join(os.environ.get("FASTLAUNCH_CACHE_DIR") or
+                                          os.path.expanduser("~/.cache/fastlaunch"), "cuda-stub")
+    lib = _build(directory)
+    _stub = Stub(lib)  # loaded first: a later dlopen("libcuda.so.1") finds this one by its soname
+    os.environ["TRITON_LIBCUDA_PATH"] = os.path.dirname(lib)
+    os.environ["FASTLAUNCH_LIBCUDA"] = lib
+    import triton
+    from triton.backends.nvidia import driver as nv
+
+    try:
+        triton.knobs.nvidia.libcuda_path = os.path.dirname(lib)
+    except AttributeError:
+        pass
+    d = nv.CudaDriver()
+    # torch here has no CUDA: the driver asks the stub for its device and stream instead.
+    d.get_current_device = d._get_current_device if hasattr(d, "_get_current_device") else (lambda: 0)
+    d.set_current_device = lambda device: None
+    d.get_current_stream = lambda device=None: 0
+    d.get_device_capability = lambda device=None: (9, 0)
+    triton.runtime.driver.set_active(d)
+    return _stub
+
+
+def compile(fn, signature, constexprs=None, num_warps=4):
+    """A Triton CompiledKernel for sm_90, its handles loaded through the stub."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    ck = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs or {}),
+                        target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    ck._init_handles()
+    return ck
+
+
+if __name__ == "__main__":
+    s = load()
+    print(s.path, file=sys.stderr)
