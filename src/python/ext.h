@@ -67,6 +67,7 @@ typedef struct {
   const fl_kind *kinds; /* the plan's kinds (at least nruntime) */
   fl_memory memory;     /* where the backend reads pointers: a tensor from elsewhere is refused */
   int device;           /* the plan's device index, or -1 */
+  bool data_ptr_only;   /* never the tensor door (the benchmark's data_ptr() floor) */
 } fl_ext_args;
 
 /* Converts a call's positional arguments to runtime values (before the submit boundary). Returns

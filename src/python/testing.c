@@ -14,6 +14,7 @@ typedef struct {
   vectorcallfunc vectorcall;
   fl_ext_state *state;
   size_t n;
+  int unpack; /* 0: data_ptr() for every tensor, never the tensor door */
   fl_kind kinds[];
 } FloorObject;
 
@@ -35,7 +36,7 @@ static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, siz
       if (fl_ext_parse_stream(args[nargs + (size_t)k], &stream, &err) < 0) return fl_ext_raise(self->state, &err);
     }
   }
-  fl_ext_args spec = {nargs, nargs, NULL, self->kinds, FL_MEMORY_ANY, -1};
+  fl_ext_args spec = {nargs, nargs, NULL, self->kinds, FL_MEMORY_ANY, -1, !self->unpack};
   int r = fl_ext_collect(self->state, &spec, args, nargs, values, &err);
   if (r == -2) return NULL;
   if (r < 0) return fl_ext_raise(self->state, &err);
@@ -44,9 +45,10 @@ static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, siz
 }
 
 static PyObject *floor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"kinds", NULL};
+  static char *kwlist[] = {"kinds", "unpack", NULL};
   PyObject *kinds_obj;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Floor", kwlist, &kinds_obj)) return NULL;
+  int unpack = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$p:Floor", kwlist, &kinds_obj, &unpack)) return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   fl_kind *kinds;
   size_t n;
@@ -56,6 +58,7 @@ static PyObject *floor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->vectorcall = floor_vectorcall;
     self->state = st;
     self->n = n;
+    self->unpack = unpack;
     memcpy(self->kinds, kinds, n * sizeof *kinds);
   }
   PyMem_Free(kinds);
@@ -78,7 +81,8 @@ static PyType_Slot floor_slots[] = {
     {Py_tp_dealloc, floor_dealloc},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_members, floor_members},
-    {Py_tp_doc, "Floor(kinds): extracts its arguments like a launch and submits nothing (benchmark floor)."},
+    {Py_tp_doc, "Floor(kinds, *, unpack=True): extracts its arguments like a launch and submits nothing "
+                "(the benchmark floor); unpack=False reads every tensor through data_ptr()."},
     {0, NULL},
 };
 

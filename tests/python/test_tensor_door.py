@@ -90,7 +90,9 @@ def test_fallback_when_switched_off_or_built_for_another_torch():
     off = run_child(CHILD.format(prelude=""), FASTLAUNCH_TENSOR_DOOR="0").strip().split("|")
     assert off == ["1", "False", "switched off by FASTLAUNCH_TENSOR_DOOR=0"]
     other = run_child(CHILD.format(prelude="torch.__version__ = '0.0.0+other'")).strip().split("|")
-    assert other[:2] == ["1", "False"] and other[2].endswith("running 0.0.0+other")
+    built = _C.tensor_door()[1] != "fastlaunch._tensor was not built (no torch headers at build time)"
+    assert other[:2] == ["1", "False"]
+    assert other[2].endswith("running 0.0.0+other") if built else other[2] == _C.tensor_door()[1]
     built = run_child("import fastlaunch._tensor as t; print(t.torch_version)") if _C.tensor_door()[0] else None
     if built is not None:
         assert built.strip() == torch.__version__

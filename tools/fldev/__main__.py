@@ -7,7 +7,7 @@ import sys
 
 
 def _setup_bench(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", action="append", choices=["host", "null", "cuda"],
+    parser.add_argument("--backend", action="append", choices=["host", "null", "cuda-stub", "cuda"],
                         help="backend to measure (repeatable; default host)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats: under a minute on 2 cores")
     parser.add_argument("--args", choices=["tensor", "int"], default="tensor",
@@ -16,8 +16,9 @@ def _setup_bench(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     parser.add_argument("--plot", metavar="FILE.png", help="draw a chart of cost per mode and case")
     parser.add_argument("--instructions", action="store_true",
-                        help="also count instructions per launch with callgrind (null backend)")
+                        help="also count instructions per launch with callgrind (null and cuda-stub backends)")
     parser.add_argument("--_one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--_stub", metavar="JSON", help=argparse.SUPPRESS)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -26,7 +27,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if args._one:
         backend, case, mode, n = args._one
-        bench.run_one(backend, case, mode, int(n))
+        if backend == "cuda-stub":
+            from fldev import stub_bench
+
+            stub_bench.run_one(case, mode, int(n))
+        else:
+            bench.run_one(backend, case, mode, int(n))
+        return 0
+    if args._stub:
+        # The cuda-stub backend in a process of its own: the stub becomes its libcuda.
+        import json
+
+        from fldev import stub_bench
+
+        results = stub_bench.run(quick=args.quick)
+        with open(args._stub, "w") as f:
+            json.dump(results, f)
         return 0
     backends = args.backend or ["host"]
     if "cuda" in backends:
@@ -35,16 +51,40 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from fldev import cuda_bench
 
         return cuda_bench.main(args.json)
-    results = bench.run(backends, quick=args.quick, args=args.args)
-    bench.table(results)
+    stub = "cuda-stub" in backends
+    results = bench.run([b for b in backends if b != "cuda-stub"], quick=args.quick, args=args.args)
+    if results:
+        bench.table(results)
+    if stub:
+        import json
+        import subprocess
+        import tempfile
+
+        from fldev import stub_bench
+
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            cmd = [sys.executable, "-m", "fldev", "bench", "--_stub", tmp.name] + (["--quick"] if args.quick else [])
+            subprocess.run(cmd, check=True, env=bench._with_tools_path())
+            stub_results = json.load(open(tmp.name))
+        print()
+        stub_bench.table(stub_results)
+        results += stub_results
+    if args.args == "tensor":
+        unpack = bench.unpack_rows(quick=args.quick)
+        if unpack:
+            d, p = (r["ns_median"] for r in unpack)
+            print(f"\nper tensor, in a C loop: tensor door {d:.2f} ns, data_ptr() {p:.2f} ns")
+            results += unpack
     if args.instructions:
-        counts = bench.instructions("null", [bench.CASES[0][0]] if args.quick else None)
-        print("\ninstructions per launch (callgrind, null backend):")
-        for (case, mode), n in counts.items():
-            print(f"  {case:20} {mode:20} {n:10.0f}")
-        for r in results:
-            if r["backend"] == "null" and (r["case"], r["mode"]) in counts:
-                r["instructions"] = round(counts[(r["case"], r["mode"])])
+        for backend in [b for b in ("null", "cuda-stub") if b in backends] or ["null"]:
+            cases = bench.CASES[0][0] if backend == "null" else "2 tensors + 1 int"
+            counts = bench.instructions(backend, [cases] if args.quick or backend == "cuda-stub" else None)
+            print(f"\ninstructions per launch (callgrind, {backend} backend):")
+            for (case, mode), n in counts.items():
+                print(f"  {case:20} {mode:20} {n:10.0f}")
+            for r in results:
+                if r["backend"] == backend and (r["case"], r["mode"]) in counts:
+                    r["instructions"] = round(counts[(r["case"], r["mode"])])
     if args.json:
         bench.write_json(results, args.json)
     if args.plot:

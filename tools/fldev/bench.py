@@ -39,7 +39,7 @@ CASES = [
     ("19 args", 12, 7),
     ("64 args", 40, 24),
 ]
-MODES = ["floor", "stock", "seed", "fastlaunch", "fastlaunch-dyngrid"]
+MODES = ["floor", "floor-unpack", "stock-model", "seed", "fastlaunch", "fastlaunch-dyngrid"]
 NOOP = "void noop(const void *args, const fl_host_program *p) { (void)args; (void)p; }\n"
 
 
@@ -163,7 +163,8 @@ class Case:
             at = _inductor_autotuner(launcher, tag) if use_inductor else standins.Autotuner([launcher], name=tag)
             return at, launcher
 
-        self.floor = Floor(kinds)
+        self.floor = Floor(kinds, unpack=False)
+        self.floor_unpack = Floor(kinds)
         self.stock, _ = site(static_grid, "stock")
         # fastlaunch: bound, warmed through the stock path, promoted: the C entry is in the slot.
         self.fast, _ = site(static_grid, "fast")
@@ -187,7 +188,8 @@ class Case:
     def callable(self, mode):
         return {
             "floor": self.floor,
-            "stock": self.stock.run,
+            "floor-unpack": self.floor_unpack,
+            "stock-model": self.stock.run,
             "seed": self.seed,
             "fastlaunch": self.fast.run,
             "fastlaunch-dyngrid": self.dyn.run,
@@ -223,28 +225,29 @@ def run(backends=("host",), quick=False, progress=True, args="tensor"):
             n = batch
             if not n:
                 # Calibrate on the slowest mode to about 10 ms (quick) or 25 ms per repeat.
-                t = _measure(case.callable("stock"), case.args, case.kwargs, 2000, sync)
+                t = _measure(case.callable("stock-model"), case.args, case.kwargs, 2000, sync)
                 n = max(2000, int((0.010 if quick else 0.025) / (t * 1e-9)))
             samples = {m: [] for m in MODES}
             for _ in range(repeats):
                 # Modes take turns inside each repeat, so drift hits all of them alike.
                 for m in MODES:
                     samples[m].append(_measure(case.callable(m), case.args, case.kwargs, n, sync))
-            floor = statistics.median(samples["floor"])
+            floor = statistics.median(samples["floor-unpack"])
             fast = statistics.median(samples["fastlaunch"])
             for m in MODES:
                 med = statistics.median(samples[m])
                 results.append({
                     "backend": backend, "case": case.name, "mode": m, "ns_median": round(med, 1),
                     "ns_min": round(min(samples[m]), 1), "repeats": repeats, "iterations": n,
-                    "vs_floor": round(med / floor, 3), "vs_fastlaunch": round(med / fast, 3),
-                    "stock_path": case.stock_kind if m == "stock" else None, "pointer_args": arg_kind,
+                    "vs_floor_unpack": round(med / floor, 3), "vs_fastlaunch": round(med / fast, 3),
+                    "stock_path": case.stock_kind if m == "stock-model" else None, "pointer_args": arg_kind,
                 })
         stream.close()
     return results
 
 
-TARGETS = "null backend targets: fastlaunch <= 1.3x floor; stock >= 5x fastlaunch; seed >= 2x fastlaunch (1.5x at 64 args); dyngrid <= 1.1x static"
+TARGETS = ("null backend targets: fastlaunch <= 2x floor-unpack (2 and 4 tensors), <= 1.5x (19, 64 args); "
+           "seed >= 2x fastlaunch (1.5x at 64 args); dyngrid <= 1.1x static")
 
 
 def table(results, out=sys.stdout):
@@ -256,14 +259,29 @@ def table(results, out=sys.stdout):
         cells = " ".join(f"{row[m]['ns_median']:>9.1f} ns{'':5}" for m in MODES)
         print(f"{backend:8} {case:20} {cells}", file=out)
     print("\nratios (medians):", file=out)
-    print(f"{'backend':8} {'case':20} {'fast/floor':>11} {'stock/fast':>11} {'seed/fast':>10} {'dyn/static':>11}", file=out)
+    print(f"{'backend':8} {'case':20} {'fast/unpack':>12} {'model/fast':>11} {'seed/fast':>10} {'dyn/static':>11}",
+          file=out)
     for (backend, case), row in by.items():
         f = row["fastlaunch"]["ns_median"]
-        print(f"{backend:8} {case:20} {f / row['floor']['ns_median']:>10.2f}x {row['stock']['ns_median'] / f:>10.2f}x "
+        print(f"{backend:8} {case:20} {f / row['floor-unpack']['ns_median']:>11.2f}x "
+              f"{row['stock-model']['ns_median'] / f:>10.2f}x "
               f"{row['seed']['ns_median'] / f:>9.2f}x {row['fastlaunch-dyngrid']['ns_median'] / f:>10.2f}x", file=out)
-    stock = next((r["stock_path"] for r in results if r["mode"] == "stock"), None)
+    stock = next((r["stock_path"] for r in results if r["mode"] == "stock-model"), None)
     ptrs = next((r["pointer_args"] for r in results), None)
     print(f"\nstock path: {stock}; pointer arguments: {ptrs}\n{TARGETS}", file=out)
+
+
+def unpack_rows(quick=False):
+    """The C benchmark row of the tensor door: ns per tensor to read a data pointer in a C loop,
+    through the door and through data_ptr() (medians of repeats over 64 tensors)."""
+    if torch is None:
+        return []
+    tensors = tuple(torch.zeros(4) for _ in range(64))
+    runs = [_C.bench_unpack(tensors, 5000 if quick else 20000) for _ in range(5 if quick else 9)]
+    if runs[0][0] is None:
+        return []
+    return [{"backend": "c", "case": "per tensor", "mode": mode, "ns_median": round(statistics.median(r[i] for r in runs), 2),
+             "repeats": len(runs)} for i, mode in ((0, "tensor-door"), (1, "data_ptr"))]
 
 
 def write_json(results, path):
@@ -286,16 +304,19 @@ def plot(results, path):
     backends = list(dict.fromkeys(r["backend"] for r in results))
     cases = list(dict.fromkeys(r["case"] for r in results))
     fig, axes = plt.subplots(1, len(backends), figsize=(7 * len(backends), 4.8), squeeze=False)
-    colors = {"floor": "#999999", "stock": "#d62728", "seed": "#ff7f0e", "fastlaunch": "#2ca02c",
-              "fastlaunch-dyngrid": "#1f77b4"}
-    width = 0.8 / len(MODES)
+    colors = {"floor": "#999999", "floor-unpack": "#cccccc", "stock-model": "#d62728", "seed": "#ff7f0e",
+              "fastlaunch": "#2ca02c", "fastlaunch-dyngrid": "#1f77b4", "triton-run": "#9467bd",
+              "inductor-stock": "#8c564b", "triton-jit": "#e377c2"}
     for ax, backend in zip(axes[0], backends):
-        for mi, m in enumerate(MODES):
+        modes = list(dict.fromkeys(r["mode"] for r in results if r["backend"] == backend))
+        width = 0.8 / len(modes)
+        stock = "inductor-stock" if "inductor-stock" in modes else "stock-model"
+        for mi, m in enumerate(modes):
             vals = [next(r["ns_median"] for r in results if r["backend"] == backend and r["case"] == c and r["mode"] == m)
                     for c in cases]
-            xs = [ci + (mi - (len(MODES) - 1) / 2) * width for ci in range(len(cases))]
+            xs = [ci + (mi - (len(modes) - 1) / 2) * width for ci in range(len(cases))]
             bars = ax.bar(xs, vals, width, label=m, color=colors[m])
-            if m == "stock":
+            if m == stock:
                 for b, c in zip(bars, cases):
                     fast = next(r["ns_median"] for r in results
                                 if r["backend"] == backend and r["case"] == c and r["mode"] == "fastlaunch")
@@ -304,7 +325,8 @@ def plot(results, path):
         ax.set_xticks(range(len(cases)))
         ax.set_xticklabels(cases, fontsize=9)
         ax.set_ylabel("ns per launch (median)")
-        ax.set_title(f"{backend} backend: cost per launch (label: stock / fastlaunch)")
+        ax.set_yscale("log")
+        ax.set_title(f"{backend}: cost per launch (label: {stock} / fastlaunch)")
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -328,8 +350,14 @@ def instructions(backend="null", cases=None):
         raise SystemExit("--instructions: valgrind is not installed")
     out = {}
     n = 2000
-    for case in (cases or [c[0] for c in CASES]):
-        for mode in MODES:
+    if backend == "cuda-stub":
+        from fldev import stub_bench
+
+        modes, all_cases = stub_bench.MODES, [c[0] for c in stub_bench.CASES]
+    else:
+        modes, all_cases = MODES, [c[0] for c in CASES]
+    for case in (cases or all_cases):
+        for mode in modes:
             with tempfile.TemporaryDirectory() as d:
                 cg = os.path.join(d, "cg.out")
                 cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=fl_bench_loop",

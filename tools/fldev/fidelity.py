@@ -115,8 +115,9 @@ def main(n=100_000, seed=2026):
             triton_hidden = [bytes(st.params[1 + len(KINDS) + h]) for h in range(len(layout["hidden"]))]
             triton_launch = (tuple(st.grid), tuple(st.block), st.shared, st.stream, st.nattrs)
             triton_ok = True
-        except (OverflowError, TypeError, ValueError, SystemError):
+        except (OverflowError, TypeError, ValueError, SystemError) as exc:
             triton_ok = False
+            triton_error = f"{type(exc).__name__}: {str(exc)[:120]}"
         calls = st.calls
         try:
             plan(*args, stream=stream, grid=(grid, 1, 1))
@@ -129,8 +130,14 @@ def main(n=100_000, seed=2026):
                 mismatches.append((i, "refused_but_launched", e.reason, args))
             continue
         if not triton_ok:
+            if "unsigned byte integer is less than minimum" in triton_error and any(
+                    isinstance(v, int) and v < 0 for v in (args[2],)):
+                # Triton <= 3.6 parses i8 with PyArg_ParseTuple's "b", which refuses every negative
+                # value: a defect of that launcher, not a value fastlaunch should refuse.
+                stats["triton_refuses_negative_i8"] += 1
+                continue
             stats["launched_where_triton_raises"] += 1
-            mismatches.append((i, "launched_where_triton_raises", None, repr(args[1:])))
+            mismatches.append((i, "launched_where_triton_raises", triton_error, repr(args[1:])))
             continue
         buf = bytes(st.buffer[:st.buffer_size])
         ours = [buf[off:off + size] for off, size in zip(layout["args"], sizes)]
@@ -142,11 +149,15 @@ def main(n=100_000, seed=2026):
             mismatches.append((i, "bytes", diff or (launch, triton_launch), None))
         else:
             stats["identical"] += 1
-    result = {"launches": n, "identical": stats["identical"], "refused_before_boundary": stats["refused"],
+    import triton
+
+    result = {"triton": triton.__version__, "launches": n, "identical": stats["identical"],
+              "refused_before_boundary": stats["refused"],
+              "triton_refuses_negative_i8": stats["triton_refuses_negative_i8"],
               "refusal_reasons": dict(refusals), "mismatches": len(mismatches),
               "first_mismatches": [repr(m)[:300] for m in mismatches[:10]], "seed": seed}
     print(json.dumps(result, indent=1))
-    return 0 if not mismatches and stats["identical"] > n // 2 else 1
+    return 0 if not mismatches and stats["identical"] + stats["triton_refuses_negative_i8"] > n // 2 else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,204 @@
+"""The `cuda-stub` bench backend: every launch path users run, over the stub libcuda
+(cuda_stub.c), side by side, in a process of its own (the stub becomes its libcuda).
+
+Modes, each launching one real Triton kernel (compiled here for sm_90) of the case's shape:
+  floor              C extraction of the arguments with data_ptr() per tensor; submits nothing
+  floor-unpack       the same through the tensor door (torch's C++ object)
+  fastlaunch         the finalized C entry over a cuda plan with a static grid
+  fastlaunch-dyngrid Inductor's real autotuner with fastlaunch enabled: the entry in the call slot,
+                     grid program from Inductor's Grid1D
+  triton-run         Triton's CompiledKernel.run as Inductor's launcher calls it
+  inductor-stock     torch's CachingAutotuner.run with the launcher Inductor generates over
+                     Triton's launcher
+  triton-jit         the JIT's dispatch (what kernel[grid](...) runs; the lambda left out)
+  seed               the seed's layering (Python checks, then the C plan)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import statistics
+import sys
+import tempfile
+
+os.environ.setdefault("FASTLAUNCH_SKIP_DEVICE_CHECK", "1")  # host tensors stand in for device memory
+
+CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
+MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "inductor-stock", "triton-jit",
+         "seed"]
+TARGETS = ("cuda-stub targets: fastlaunch <= 2x floor-unpack (2 and 4 tensors), <= 1.5x (19, 64 args); "
+           "inductor-stock >= 10x fastlaunch; triton-run >= 5x fastlaunch")
+
+
+def _kernel_module(ntensors, nints, directory):
+    """A pointwise kernel as Inductor writes them, with the case's arguments, in a module file (the
+    JIT reads its source)."""
+    params = [f"in_ptr{i}" for i in range(ntensors)] + ["xnumel"] + [f"ks{i}" for i in range(nints - 1)]
+    src = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+           f"def kernel({', '.join(params)}, XBLOCK: tl.constexpr):\n"
+           "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)\n"
+           "    xmask = xindex < xnumel\n"
+           "    tl.store(in_ptr0 + xindex, tl.load(in_ptr0 + xindex, xmask) + 1.0, xmask)\n")
+    path = os.path.join(directory, f"k_{ntensors}_{nints}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(f"k_{ntensors}_{nints}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.kernel, params
+
+
+class _NoFallback:
+    """The bound launch of the static entry: the measured calls never fall back."""
+
+    def entry_fallback(self, reason, stable, args, kwargs):
+        raise AssertionError(f"fell back: {reason}")
+
+
+class Case:
+    def __init__(self, name, ntensors, nints, directory):
+        import torch
+        import triton
+        from torch._inductor.runtime import triton_heuristics as th
+        from torch._inductor.runtime.hints import HeuristicType
+
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python"))
+        import inductor_kernels as IK
+        from fastlaunch import FinalizedLaunch, _C, inductor
+        from fastlaunch.triton import plan_from_compiled
+        from fldev.bench import SeedFinalized, SeedPlannedLaunch, _profiler_flag
+
+        no_static = IK.compile_without_gpu()
+        self.name = name
+        fn, params = _kernel_module(ntensors, nints, directory)
+        kinds = ["ptr"] * ntensors + ["i32"] * nints
+        signature = {p: ("*fp32" if i < ntensors else "i32") for i, p in enumerate(params)}
+        signature["XBLOCK"] = "constexpr"
+        self.tensors = [torch.zeros(64) for _ in range(ntensors)]
+        self.args = tuple(self.tensors) + (64,) + tuple(range(2, nints + 1))
+        self.stream = 0x77
+        self.kwargs = {"stream": self.stream}
+
+        def autotuner(tag):
+            cfg = triton.Config({"XBLOCK": 128}, num_warps=4, num_stages=1)
+            at = th.CachingAutotuner(fn, triton_meta={"signature": dict(signature), "device": IK.device_props(),
+                                                      "constants": {}, "configs": [{}]},
+                                     configs=[cfg], save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
+                                     heuristic_type=HeuristicType.POINTWISE, size_hints={"x": 64},
+                                     inductor_meta={"grid_type": "Grid1D", "kernel_name": f"{tag}_{ntensors}_{nints}"})
+            with torch._inductor.config.patch(no_static):
+                result = at._precompile_config(cfg)
+            at.compile_results = [result]
+            at.launchers = [result.make_launcher()]
+            return at, result.kernel
+
+        self.stock, binary = autotuner("stock")
+        # The class's own run: never a slot fastlaunch may have filled for an earlier case.
+        self.stock_run = th.CachingAutotuner.run.__get__(self.stock)
+        self.binary = binary
+        # The bound autotuner keeps its slot after this: only new autotuners are affected by enable().
+        inductor.enable(inductor.InductorAdapter(backend="cuda"))
+        self.dyn, _ = autotuner("fast")
+        for _ in range(2):
+            self.dyn.run(*self.args, stream=self.stream)
+        entry = vars(self.dyn).get("run")
+        assert type(entry).__name__ == "FinalizedLaunch", f"{name}: fastlaunch did not promote: {entry}"
+        assert entry.plan.grid_mode == "program"
+        self.dyn_entry = entry
+        plan = plan_from_compiled(binary, grid=(1,))
+        self.static_entry = FinalizedLaunch(_NoFallback(), plan)
+        seed_at, _ = autotuner("seed")
+        seed_launcher = seed_at.launchers[0]
+        hooks = (triton.knobs.runtime.launch_enter_hook.calls, triton.knobs.runtime.launch_exit_hook.calls)
+        self.seed = SeedFinalized(seed_at, SeedPlannedLaunch(plan, seed_launcher, len(kinds)), hooks, _profiler_flag())
+        self.floor = _C.Floor(kinds, unpack=False)
+        self.floor_unpack = _C.Floor(kinds)
+        self.run_prefix = (1, 1, 1, self.stream, binary.function, binary.packed_metadata, None, None, None)
+        self.jit = fn
+        self.jit_kwargs = {"grid": (1,), "warmup": False, "XBLOCK": 128}
+
+    def call(self, mode):
+        """(callable, args, kwargs) for one mode."""
+        return {
+            "floor": (self.floor, self.args, {}),
+            "floor-unpack": (self.floor_unpack, self.args, {}),
+            "fastlaunch": (self.static_entry, self.args, self.kwargs),
+            "fastlaunch-dyngrid": (self.dyn_entry, self.args, self.kwargs),
+            "triton-run": (self.binary.run, self.run_prefix + self.args, {}),
+            "inductor-stock": (self.stock_run, self.args, self.kwargs),
+            "triton-jit": (self.jit.run, self.args, self.jit_kwargs),
+            "seed": (self.seed, self.args, self.kwargs),
+        }[mode]
+
+
+def _cases(names=None):
+    directory = tempfile.mkdtemp(prefix="fl-stub-bench-")
+    return [Case(n, t, i, directory) for n, t, i in CASES if names is None or n in names]
+
+
+def run(quick=False, progress=True):
+    from fldev import cuda_stub
+    from fastlaunch import _C
+
+    stub = cuda_stub.load()
+    stub.count_only()
+    results = []
+    cases = _cases()
+    repeats = 5 if quick else 9
+    for ci, case in enumerate(cases):
+        if progress:
+            print(f"[cuda-stub] {case.name} ({ci + 1}/{len(cases)})", file=sys.stderr, flush=True)
+        fn, a, k = case.call("inductor-stock")
+        t = _C.bench_loop(fn, a, k, 2000) / 2000
+        n = max(2000, int((0.010 if quick else 0.025) / (t * 1e-9)))
+        samples = {m: [] for m in MODES}
+        calls0 = stub.state.calls
+        for _ in range(repeats):
+            for m in MODES:
+                fn, a, k = case.call(m)
+                samples[m].append(_C.bench_loop(fn, a, k, n) / n)
+        launched = stub.state.calls - calls0
+        # Every mode but the floors reached the driver once per call.
+        assert launched == repeats * n * (len(MODES) - 2), (launched, repeats, n)
+        floor = statistics.median(samples["floor-unpack"])
+        fast = statistics.median(samples["fastlaunch"])
+        for m in MODES:
+            med = statistics.median(samples[m])
+            results.append({"backend": "cuda-stub", "case": case.name, "mode": m, "ns_median": round(med, 1),
+                            "ns_min": round(min(samples[m]), 1), "repeats": repeats, "iterations": n,
+                            "vs_floor_unpack": round(med / floor, 3), "vs_fastlaunch": round(med / fast, 3),
+                            "pointer_args": "torch tensors"})
+    return results
+
+
+def table(results, out=sys.stdout):
+    by = {}
+    for r in results:
+        by.setdefault(r["case"], {})[r["mode"]] = r
+    print(f"{'cuda-stub':20} " + " ".join(f"{m:>18}" for m in MODES), file=out)
+    for case, row in by.items():
+        print(f"{case:20} " + " ".join(f"{row[m]['ns_median']:>15.1f} ns" for m in MODES), file=out)
+    print("\nratios (medians):", file=out)
+    print(f"{'case':20} {'fast/unpack':>12} {'dyn/unpack':>11} {'stock/fast':>11} {'run/fast':>9} {'jit/fast':>9} "
+          f"{'seed/fast':>10} {'floor/unpack':>13}", file=out)
+    for case, row in by.items():
+        f = row["fastlaunch"]["ns_median"]
+        u = row["floor-unpack"]["ns_median"]
+        print(f"{case:20} {f / u:>11.2f}x {row['fastlaunch-dyngrid']['ns_median'] / u:>10.2f}x "
+              f"{row['inductor-stock']['ns_median'] / f:>10.2f}x {row['triton-run']['ns_median'] / f:>8.2f}x "
+              f"{row['triton-jit']['ns_median'] / f:>8.2f}x {row['seed']['ns_median'] / f:>9.2f}x "
+              f"{row['floor']['ns_median'] / u:>12.2f}x", file=out)
+    print(f"\n{TARGETS}", file=out)
+
+
+def run_one(case_name, mode, n):
+    """One mode of one case, n calls in the C loop (the callgrind child)."""
+    from fldev import cuda_stub
+    from fastlaunch import _C
+
+    cuda_stub.load().count_only()
+    (case,) = _cases([case_name])
+    fn, a, k = case.call(mode)
+    _C.bench_loop(fn, a, k, 50)  # warm-up outside the counted loop
+    _C.bench_loop(fn, a, k, n)
