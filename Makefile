@@ -1,4 +1,5 @@
 # The front door: `make test` and `make bench` do their own set-up from a fresh clone.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ ASAN := build/sanitize
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.13.0 triton
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
-.PHONY: all test test-versions bench bench-quick ctest ctest-sanitize pytest clean
+.PHONY: all test test-versions bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python pytest clean
 
 all: $(VENV)/.installed
 
@@ -41,7 +42,71 @@ ctest-sanitize: $(ASAN)/build.ninja
 pytest: $(VENV)/.installed
 	cd tests/python && ../../$(VPY) -m pytest -q
 
-test: ctest ctest-sanitize pytest
+# ThreadSanitizer over the C tests that run threads, the stress test among them.
+TSAN := build/tsan
+$(TSAN)/build.ninja: $(VENV)/.deps
+	$(VENV)/bin/meson setup $(TSAN) -Dpython=disabled -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false --reconfigure >/dev/null || \
+	  $(VENV)/bin/meson setup $(TSAN) -Dpython=disabled -Dbuildtype=debug -Db_sanitize=thread -Db_lundef=false
+
+ctest-tsan: $(TSAN)/build.ninja
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(VENV)/bin/meson test -C $(TSAN) --print-errorlogs host stress
+
+# Fuzz targets (libFuzzer with ASan and UBSan; clang from Debian's packages, installed when missing).
+# `make fuzz` runs each for FUZZ_SECONDS and keeps what it finds in fuzz/corpus; `make test` runs a
+# short pass over a copy of that corpus.
+CLANG ?= clang
+FUZZ_SECONDS ?= 300
+FUZZ_QUICK_SECONDS ?= 20
+CORE_C := $(filter-out src/python/% src/tensor/%,$(shell git ls-files 'src/*.c' 2>/dev/null))
+FUZZ_TARGETS := grid plan
+
+build/fuzz/.clang:
+	@mkdir -p build/fuzz
+	@command -v $(CLANG) >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq clang libclang-rt-14-dev >/dev/null)
+	@touch $@
+
+build/fuzz/fuzz_%: fuzz/fuzz_%.c $(CORE_C) include/fastlaunch.h include/fastlaunch_testing.h build/fuzz/.clang
+	$(CLANG) -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -Iinclude -Isrc $< $(CORE_C) -o $@ -lpthread -ldl -lm
+
+fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) fuzz-python
+	@for t in $(FUZZ_TARGETS); do \
+	  build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz/corpus/$$t 2>&1 | \
+	    grep -E 'stat::number_of_executed_units|ERROR|SUMMARY' | sed "s/^/fuzz $$t: /"; \
+	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+# The Python API under an ASan+UBSan build of the extension (a seeded generator, fuzz/fuzz_python.py).
+PYASAN := build/pyasan
+PY_FUZZ_CALLS ?= 1000000
+PY_FUZZ_QUICK_CALLS ?= 100000
+$(PYASAN)/stage/.built: $(VENV)/.deps $(SOURCES)
+	$(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dtensor_door=disabled -Dbuildtype=debug \
+	  -Db_sanitize=address,undefined -Db_lundef=false --reconfigure >/dev/null 2>&1 || \
+	  $(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dtensor_door=disabled -Dbuildtype=debug \
+	  -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+	$(VENV)/bin/meson compile -C $(PYASAN) >/dev/null
+	rm -rf $(PYASAN)/stage && mkdir -p $(PYASAN)/stage/fastlaunch
+	cp python/fastlaunch/*.py $(PYASAN)/stage/fastlaunch/ && cp $(PYASAN)/src/python/_C*.so $(PYASAN)/stage/fastlaunch/
+	touch $@
+
+PY_ASAN_RUN = PYTHONPATH=$(PYASAN)/stage PYTHONMALLOC=malloc \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $(VPY)
+
+fuzz-python: $(PYASAN)/stage/.built
+	@echo -n "fuzz python: " && $(PY_ASAN_RUN) fuzz/fuzz_python.py $(PY_FUZZ_CALLS) 1
+
+fuzz-quick: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) $(PYASAN)/stage/.built
+	@for t in $(FUZZ_TARGETS); do \
+	  rm -rf build/fuzz/corpus-$$t && mkdir -p build/fuzz/corpus-$$t && \
+	  build/fuzz/fuzz_$$t -max_total_time=$(FUZZ_QUICK_SECONDS) -print_final_stats=1 build/fuzz/corpus-$$t fuzz/corpus/$$t \
+	    > build/fuzz/$$t.log 2>&1 || { tail -40 build/fuzz/$$t.log; exit 1; }; \
+	  grep -E 'stat::number_of_executed_units' build/fuzz/$$t.log | sed "s/^/fuzz $$t: /"; \
+	done
+	@echo -n "fuzz python: " && $(PY_ASAN_RUN) fuzz/fuzz_python.py $(PY_FUZZ_QUICK_CALLS) 2
+
+test: ctest ctest-sanitize ctest-tsan fuzz-quick pytest
 
 # The Python suite on every supported torch (2.9 to 2.15, each with the Triton it requires) on
 # Python 3.11 and 3.12: venvs built once with uv and cached under ~/.cache/fastlaunch/versions

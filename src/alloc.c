@@ -5,8 +5,8 @@
 #include <string.h>
 
 /* The pair is swapped as a unit: tests set it before creating anything, as the header says. */
-static _Atomic(fl_malloc_fn) alloc_malloc = NULL;
-static _Atomic(fl_free_fn) alloc_free = NULL;
+static _Atomic(fl_malloc_fn) alloc_malloc; /* zero: malloc */
+static _Atomic(fl_free_fn) alloc_free; /* zero: free */
 
 void fl_set_allocator(fl_malloc_fn malloc_fn, fl_free_fn free_fn) {
   if (!malloc_fn || !free_fn) {

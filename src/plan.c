@@ -128,6 +128,40 @@ static fl_status build_grid_program(fl_plan *plan, const fl_plan_desc *desc, fl_
   return FL_OK;
 }
 
+/* Names the grid language can refer to: identifiers that are neither Python keywords nor the
+ * language's functions, each once. Anything else could never be named, or would be ambiguous. */
+static bool is_reserved(const char *name) {
+  static const char *const reserved[] = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+      "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
+      "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
+      "min", "max", "cdiv", "ceildiv"};
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+    if (strcmp(name, reserved[i]) == 0) return true;
+  return false;
+}
+
+static bool is_identifier(const char *s) {
+  if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+  for (s++; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return false;
+  return true;
+}
+
+static fl_status check_names(const char *const *names, size_t n, fl_error *err) {
+  for (size_t i = 0; i < n; i++) {
+    if (!names[i]) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "arg_name_null:%zu", i);
+    if (!is_identifier(names[i]) || is_reserved(names[i]))
+      return fl__fail(err, FL_BAD_DESCRIPTOR, true, "arg_name_invalid:%zu:%.40s", i, names[i]);
+    /* Quadratic, once per plan; plans have at most FL__MAX_ARGS arguments. */
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(names[i], names[j]) == 0)
+        return fl__fail(err, FL_BAD_DESCRIPTOR, true, "arg_name_duplicate:%zu:%.40s", i, names[i]);
+  }
+  return FL_OK;
+}
+
 static fl_status check_desc(const fl_plan_desc *desc, const fl__backend **be_out, fl_error *err) {
   if (!desc) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "desc_null");
   const fl__backend *be = fl__backend_get(desc->backend);
@@ -137,6 +171,12 @@ static fl_status check_desc(const fl_plan_desc *desc, const fl__backend **be_out
   if (!(be->abi_mask & (1u << desc->target.abi)))
     return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_not_for_backend:%s:%s", fl_abi_name(desc->target.abi),
                     be->name);
+  /* Before anything is allocated: a huge count is refused for what it is, not as a failed
+   * allocation (which would read as retryable). */
+  if (desc->nkinds > FL__MAX_ARGS)
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "too_many_args:%zu:%d", desc->nkinds, FL__MAX_ARGS);
+  if (desc->nkinds && !desc->kinds) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "kinds_null");
+  if (desc->arg_names && (st = check_names(desc->arg_names, desc->nkinds, err)) != FL_OK) return st;
   if (desc->runtime_arg_count > desc->nkinds)
     return fl__fail(err, FL_BAD_DESCRIPTOR, true, "runtime_arg_count_exceeds:%zu:%zu",
                     desc->runtime_arg_count, desc->nkinds);

@@ -80,7 +80,28 @@ static void descriptor_refusals(void) {
   d.runtime_arg_count = 600;
   REFUSED(d, FL_UNSUPPORTED, "args_too_large:4800:4096");
   d.nkinds = 1025; d.runtime_arg_count = 1025;
-  REFUSED(d, FL_BAD_DESCRIPTOR, "too_many_args:1025");
+  REFUSED(d, FL_BAD_DESCRIPTOR, "too_many_args:1025:1024");
+  /* A count far past the limit is refused before anything is allocated: stable, not NOMEM. */
+  d.nkinds = (size_t)1 << 27; d.runtime_arg_count = d.nkinds;
+  REFUSED(d, FL_BAD_DESCRIPTOR, "too_many_args:134217728:1024");
+  d.nkinds = SIZE_MAX / 2; d.runtime_arg_count = d.nkinds;
+  REFUSED(d, FL_BAD_DESCRIPTOR, "too_many_args:9223372036854775807:1024");
+  /* Names the grid language could refer to: identifiers, not keywords or its functions, unique. */
+  static const char *const bad_names[][3] = {{"p", "if", "n"}, {"p", "min", "n"}, {"p", "", "n"},
+                                             {"p", "a b", "n"}, {"p", "1x", "n"}, {"p", "n", "n"}};
+  static const char *const bad_reasons[] = {"arg_name_invalid:1:if", "arg_name_invalid:1:min",
+                                            "arg_name_invalid:1:", "arg_name_invalid:1:a b",
+                                            "arg_name_invalid:1:1x", "arg_name_duplicate:2:n"};
+  for (size_t i = 0; i < sizeof bad_reasons / sizeof bad_reasons[0]; i++) {
+    d = null_desc();
+    d.arg_names = bad_names[i];
+    REFUSED(d, FL_BAD_DESCRIPTOR, bad_reasons[i]);
+  }
+  d = null_desc();
+  static const char *const good_names[] = {"in_ptr0", "_x", "XBLOCK"};
+  d.arg_names = good_names;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  fl_plan_release(p);
   /* The null backend takes 32 KiB: 600 i64 fit there. */
   d = null_desc(); d.kinds = many; d.nkinds = 600; d.runtime_arg_count = 600;
   ASSERT_OK(fl_plan_create(&d, &p, &err), &err);

@@ -1,0 +1,107 @@
+"""Hostile and careless input reaching the extension: user code that mutates what is being read,
+strings with NUL inside, values out of range, names no expression can use, a plan armed for faults
+and then dropped. Each gets a clear refusal; nothing crashes, nothing is launched twice."""
+
+import gc
+
+import pytest
+
+import fastlaunch
+from fastlaunch import FastLaunchError, FastLaunchPlanUnavailable, Plan, _C
+
+
+class ClearsOnIndex:
+    """An int-like whose __index__ empties a list (the one being read, when it is)."""
+
+    def __init__(self, value, victim):
+        self.value, self.victim = value, victim
+
+    def __index__(self):
+        self.victim.clear()
+        gc.collect()
+        return self.value
+
+
+def test_ignore_positions_mutated_while_read():
+    lst = []
+    lst.extend([ClearsOnIndex(1, lst), ClearsOnIndex(2, lst)])
+    plan = Plan(None, ["i32"], backend="null", grid=(1,), ignore=lst)  # read from a tuple of its own
+    assert plan.ignored == (1, 2) and plan.call_arg_count == 3
+
+
+def test_grid_eval_with_names_and_values_mutated():
+    """The values are read first (their __index__ may run anything), then the names, from tuples
+    of its own: a callee that empties the names is seen as an expression naming nothing, never as
+    freed memory."""
+    names, values = ["n"], []
+    values.append(ClearsOnIndex(7, names))
+    with pytest.raises(FastLaunchError, match="grid_expr_unknown_name:n"):
+        _C.grid_eval("n * 2", names, values)
+    names2 = ["n"]
+    values2 = [ClearsOnIndex(3, values)]  # clears an unrelated list
+    assert _C.grid_eval("n + 1", names2, values2) == 4
+
+
+@pytest.mark.parametrize("field,value", [
+    ("grid_exprs", ["n\0 // 0 + garbage(", "1", "1"]),
+    ("arg_names", ["p", "n\0x"]),
+    ("kinds", ["ptr", "i32\0"]),
+    ("backend", "null\0host"),
+    ("name", "k\0"),
+])
+def test_embedded_nul_is_refused_not_cut(field, value):
+    kw = {"kinds": ["ptr", "i32"], "backend": "null", "grid_exprs": ["n", "1", "1"], "arg_names": ["p", "n"]}
+    kw[field] = value
+    kinds = kw.pop("kinds")
+    with pytest.raises((ValueError, FastLaunchPlanUnavailable)) as e:
+        Plan(None, kinds, **kw)
+    # Refused whole, naming the problem (a backend name with a NUL is simply no backend's name).
+    assert "NUL" in str(e.value) or "unknown backend 'null\\x00host'" in str(e.value)
+
+
+def test_out_of_range_values_say_out_of_range():
+    s = _C.stream_create("null")
+    plan = Plan(None, ["ptr"], backend="null", grid=(1,))
+    for ptr in (2**64, -1):
+        with pytest.raises(FastLaunchError) as e:
+            plan(ptr, stream=s)
+        assert e.value.reason == "ptr_out_of_range:0" and not e.value.backend_submitted
+    for stream in (-1, 2**64):
+        with pytest.raises(FastLaunchError) as e:
+            plan(0x1000, stream=stream)
+        assert e.value.reason == "stream_out_of_range"
+    with pytest.raises(FastLaunchError) as e:
+        plan(0x1000, stream="s")
+    assert e.value.reason == "stream_invalid_type:str"
+    assert _C.stream_count(s, "null") == 0
+    _C.stream_destroy(s, "null")
+
+
+@pytest.mark.parametrize("names,reason", [
+    (["p", "if"], "arg_name_invalid:1:if"), (["p", "min"], "arg_name_invalid:1:min"),
+    (["p", ""], "arg_name_invalid:1:"), (["p", "a b"], "arg_name_invalid:1:a b"),
+    (["n", "n"], "arg_name_duplicate:1:n"),
+])
+def test_names_must_be_usable_and_unique(names, reason):
+    with pytest.raises(FastLaunchPlanUnavailable) as e:
+        Plan(None, ["ptr", "i32"], backend="null", grid_exprs=["1", "1", "1"], arg_names=names)
+    assert e.value.reason == reason and e.value.stable
+    with pytest.raises(TypeError, match="arg_names: expected a sequence of str"):
+        Plan(None, ["ptr", "i32"], backend="null", grid=(1,), arg_names="ab")
+
+
+def test_an_armed_plan_dropped_by_its_owner_stays_alive_until_disarmed():
+    """fault_inject(plan=...) holds the plan: dropped by Python while armed, it is released only
+    when disarmed (the C test checks the launches; here, no use after free in between)."""
+    s = _C.stream_create("null")
+    plan = Plan(None, ["i32"], backend="null", grid=(1,))
+    plan(1, stream=s)
+    _C.fault_inject("submit_lost", 1, 0, plan)
+    del plan
+    gc.collect()
+    others = [Plan(None, ["i32"], backend="null", grid=(1,)) for _ in range(50)]  # reuse freed memory
+    for p in others:
+        p(1, stream=s)  # not armed: they launch
+    _C.fault_inject("none")  # releases the core's reference
+    assert _C.stream_count(s, "null") == 51
+    _C.stream_destroy(s, "null")
