@@ -105,3 +105,148 @@ def test_an_armed_plan_dropped_by_its_owner_stays_alive_until_disarmed():
     _C.fault_inject("none")  # releases the core's reference
     assert _C.stream_count(s, "null") == 51
     _C.stream_destroy(s, "null")
+
+
+class Callee:
+    """A value whose hooks (__index__, __float__, data_ptr, __iter__) do one nasty thing first."""
+
+    def __init__(self, action, target=None, value=5):
+        self.action, self.target, self.value = action, target, value
+        self.calls = 0
+
+    def _act(self):
+        self.calls += 1
+        if self.action == "mutate" and self.target is not None:
+            self.target.clear()
+        elif self.action == "raise":
+            raise ValueError("callee refused")
+        elif self.action == "gc":
+            gc.collect()
+        elif self.action == "reenter" and self.target is not None and self.calls < 3:
+            try:
+                self.target()  # calls back into the extension from inside it
+            except (FastLaunchError, TypeError, ValueError):
+                pass
+
+    def __index__(self):
+        self._act()
+        return self.value
+
+    def __float__(self):
+        self._act()
+        return float(self.value)
+
+    def data_ptr(self):
+        self._act()
+        return 0x1000 + self.value
+
+
+ACTIONS = ["mutate", "raise", "gc", "reenter"]
+EXPECTED = (FastLaunchError, FastLaunchPlanUnavailable, TypeError, ValueError, OverflowError)
+
+
+class TestEveryPlaceThatCallsUserCode:
+    """Each place where the extension runs the caller's code, driven by callees that mutate what is
+    being read, raise, trigger a collection, or re-enter the extension. Every call ends in success
+    or a documented exception; a launch runs at most once and never after a refusal."""
+
+    @pytest.fixture
+    def stream(self):
+        s = _C.stream_create("null")
+        yield s
+        _C.stream_destroy(s, "null")
+
+    @pytest.mark.parametrize("action", ACTIONS)
+    @pytest.mark.parametrize("kind", ["i32", "u64", "fp32", "bf16", "ptr"])
+    def test_launch_arguments(self, stream, action, kind):
+        plan = Plan(None, ["ptr", kind], backend="null", grid=(1,))
+        nested_ok = []
+
+        def reenter():
+            plan(0x2000, 1, stream=stream)  # a launch of its own, from inside the outer one
+            nested_ok.append(1)
+
+        args = [0x2000]
+        callee = Callee(action, args if action == "mutate" else reenter)
+        args.append(callee)
+        before = _C.stream_count(stream, "null")
+        try:
+            plan(*list(args), stream=stream)
+            ok = 1
+        except EXPECTED:
+            ok = 0
+        # The outer launch ran once or not at all; each nested launch that returned ran once.
+        assert _C.stream_count(stream, "null") - before == ok + len(nested_ok)
+        assert callee.calls >= 1
+        assert ok == 0 if action == "raise" else True
+
+    @pytest.mark.parametrize("action", ACTIONS)
+    def test_ignore_positions(self, action):
+        lst = []
+        lst.append(Callee(action, lst if action == "mutate" else (lambda: Plan(None, ["i32"], backend="null")),
+                          value=1))
+        try:
+            plan = Plan(None, ["i32"], backend="null", grid=(1,), ignore=lst)
+            assert plan.ignored == (1,)
+        except EXPECTED:
+            assert action == "raise"
+
+    @pytest.mark.parametrize("action", ACTIONS)
+    def test_name_and_expression_sequences(self, action):
+        class Names:
+            def __init__(self, items, callee):
+                self.items, self.callee = items, callee
+
+            def __iter__(self):
+                self.callee._act()
+                return iter(list(self.items))
+
+            def __len__(self):
+                return len(self.items)
+
+        items = ["p", "n"]
+        names = Names(items, Callee(action, items if action == "mutate" else (lambda: _C.grid_eval("1", [], []))))
+        try:
+            plan = Plan(None, ["ptr", "i32"], backend="null", grid_exprs=["n", "1", "1"], arg_names=names)
+            assert plan.grid_mode == "program"
+        except EXPECTED:
+            assert action in ("raise", "mutate")
+
+    @pytest.mark.parametrize("action", ACTIONS)
+    def test_grid_eval_values(self, action):
+        values = []
+        values.append(Callee(action, values if action == "mutate" else (lambda: _C.grid_eval("2", [], []))))
+        try:
+            assert _C.grid_eval("n + 1", ["n"], values) == 6
+        except EXPECTED:
+            assert action == "raise"
+
+    @pytest.mark.parametrize("action", ACTIONS)
+    def test_finalized_entry_flags_and_fallback(self, stream, action):
+        """The entry reads a flag object's attribute and calls the bound launch's entry_fallback:
+        both user code."""
+        plan = Plan(None, ["i32"], backend="null", grid=(1,))
+
+        class Flag:
+            calls = 0
+
+            @property
+            def on(self):
+                Flag.calls += 1
+                Callee(action, None)._act()
+                return Flag.calls % 2 == 0
+
+        class Bound:
+            def entry_fallback(self, reason, stable, args, kwargs):
+                return "stock"
+
+        entry = fastlaunch.FinalizedLaunch(Bound(), plan, flags=((Flag(), "on", "flagged"),))
+        for _ in range(4):
+            before = _C.stream_count(stream, "null")
+            try:
+                out = entry(3, stream=stream)
+            except EXPECTED:
+                assert action == "raise"
+                continue
+            ran = _C.stream_count(stream, "null") - before
+            assert (out is None and ran == 1) or (out == "stock" and ran == 0)
