@@ -104,21 +104,25 @@ PyObject *fl_ext_raise_unavailable(fl_ext_state *st, const fl_error *err) {
   return raise_typed(st->unavailable_type, err->reason, false, err->stable);
 }
 
-PyObject *fl_ext_raise_reason(fl_ext_state *st, bool stable, const char *fmt, ...) {
+/* Raises `type` with a reason formatted here (never submitted). */
+static PyObject *raise_formatted(PyObject *type, bool stable, const char *fmt, va_list ap) {
   char reason[FL_REASON_MAX];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(reason, sizeof reason, fmt, ap);
-  va_end(ap);
-  return raise_typed(st->error_type, reason, false, stable);
+  return raise_typed(type, reason, false, stable);
 }
 
-
-PyObject *fl_ext_raise_reason_unavailable(fl_ext_state *st, const char *fmt, ...) {
-  char reason[FL_REASON_MAX];
+PyObject *fl_ext_raise_reason(fl_ext_state *st, bool stable, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(reason, sizeof reason, fmt, ap);
+  PyObject *r = raise_formatted(st->error_type, stable, fmt, ap);
   va_end(ap);
-  return raise_typed(st->unavailable_type, reason, false, true);
+  return r;
+}
+
+PyObject *fl_ext_raise_reason_unavailable(fl_ext_state *st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  PyObject *r = raise_formatted(st->unavailable_type, true, fmt, ap);
+  va_end(ap);
+  return r;
 }
