@@ -22,7 +22,11 @@ import statistics
 import sys
 import tempfile
 
-os.environ.setdefault("FASTLAUNCH_SKIP_DEVICE_CHECK", "1")  # host tensors stand in for device memory
+# FLDEV_REAL_CUDA=1 (tools/gpu-check): the same modes over the real driver, on a GPU, tensors in its memory.
+REAL = os.environ.get("FLDEV_REAL_CUDA") == "1"
+BACKEND = "cuda" if REAL else "cuda-stub"
+if not REAL:
+    os.environ.setdefault("FASTLAUNCH_SKIP_DEVICE_CHECK", "1")  # host tensors stand in for device memory
 
 CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
 MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "inductor-stock", "triton-jit",
@@ -75,31 +79,34 @@ class Case:
         kinds = ["ptr"] * ntensors + ["i32"] * nints
         signature = {p: ("*fp32" if i < ntensors else "i32") for i, p in enumerate(params)}
         signature["XBLOCK"] = "constexpr"
-        self.tensors = [torch.zeros(64) for _ in range(ntensors)]
+        self.tensors = [torch.zeros(64, device="cuda" if REAL else "cpu") for _ in range(ntensors)]
         self.args = tuple(self.tensors) + (64,) + tuple(range(2, nints + 1))
-        self.stream = 0x77
+        self.stream = torch.cuda.current_stream().cuda_stream if REAL else 0x77
         self.kwargs = {"stream": self.stream}
 
-        def autotuner(tag):
+        def autotuner(tag, static_ok=False):
             cfg = triton.Config({"XBLOCK": 128}, num_warps=4, num_stages=1)
             at = th.CachingAutotuner(fn, triton_meta={"signature": dict(signature), "device": IK.device_props(),
                                                       "constants": {}, "configs": [{}]},
                                      configs=[cfg], save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
                                      heuristic_type=HeuristicType.POINTWISE, size_hints={"x": 64},
                                      inductor_meta={"grid_type": "Grid1D", "kernel_name": f"{tag}_{ntensors}_{nints}"})
-            with torch._inductor.config.patch(no_static):
+            # On a GPU, Inductor's static launcher where this torch would use it (what users run).
+            with torch._inductor.config.patch({} if REAL and static_ok else no_static):
                 result = at._precompile_config(cfg)
             at.compile_results = [result]
             at.launchers = [result.make_launcher()]
             return at, result.kernel
 
-        self.stock, binary = autotuner("stock")
+        self.stock, binary = autotuner("stock", static_ok=True)
+        if REAL:
+            _, binary = autotuner("binary")  # a CompiledKernel for the plan, Triton's run and the seed
         # The class's own run: never a slot fastlaunch may have filled for an earlier case.
         self.stock_run = th.CachingAutotuner.run.__get__(self.stock)
         self.binary = binary
         # The bound autotuner keeps its slot after this: only new autotuners are affected by enable().
         inductor.enable(inductor.InductorAdapter(backend="cuda"))
-        self.dyn, _ = autotuner("fast")
+        self.dyn, _ = autotuner("fast", static_ok=True)
         for _ in range(2):
             self.dyn.run(*self.args, stream=self.stream)
         entry = vars(self.dyn).get("run")
@@ -141,31 +148,37 @@ def run(quick=False, progress=True):
     from fldev import cuda_stub
     from fastlaunch import _C
 
-    stub = cuda_stub.load()
-    stub.count_only()
+    stub = None if REAL else cuda_stub.load()
+    if stub:
+        stub.count_only()
     results = []
     cases = _cases()
     repeats = 5 if quick else 9
     for ci, case in enumerate(cases):
         if progress:
-            print(f"[cuda-stub] {case.name} ({ci + 1}/{len(cases)})", file=sys.stderr, flush=True)
+            print(f"[{BACKEND}] {case.name} ({ci + 1}/{len(cases)})", file=sys.stderr, flush=True)
         fn, a, k = case.call("inductor-stock")
         t = _C.bench_loop(fn, a, k, 2000) / 2000
         n = max(2000, int((0.010 if quick else 0.025) / (t * 1e-9)))
         samples = {m: [] for m in MODES}
-        calls0 = stub.state.calls
+        calls0 = stub.state.calls if stub else 0
         for _ in range(repeats):
             for m in MODES:
                 fn, a, k = case.call(m)
                 samples[m].append(_C.bench_loop(fn, a, k, n) / n)
-        launched = stub.state.calls - calls0
-        # Every mode but the floors reached the driver once per call.
-        assert launched == repeats * n * (len(MODES) - 2), (launched, repeats, n)
+        if REAL:
+            import torch
+
+            torch.cuda.synchronize()
+        else:
+            launched = stub.state.calls - calls0
+            # Every mode but the floors reached the driver once per call.
+            assert launched == repeats * n * (len(MODES) - 2), (launched, repeats, n)
         floor = statistics.median(samples["floor-unpack"])
         fast = statistics.median(samples["fastlaunch"])
         for m in MODES:
             med = statistics.median(samples[m])
-            results.append({"backend": "cuda-stub", "case": case.name, "mode": m, "ns_median": round(med, 1),
+            results.append({"backend": BACKEND, "case": case.name, "mode": m, "ns_median": round(med, 1),
                             "ns_min": round(min(samples[m]), 1), "repeats": repeats, "iterations": n,
                             "vs_floor_unpack": round(med / floor, 3), "vs_fastlaunch": round(med / fast, 3),
                             "pointer_args": "torch tensors"})
@@ -176,7 +189,7 @@ def table(results, out=sys.stdout):
     by = {}
     for r in results:
         by.setdefault(r["case"], {})[r["mode"]] = r
-    print(f"{'cuda-stub':20} " + " ".join(f"{m:>18}" for m in MODES), file=out)
+    print(f"{BACKEND:20} " + " ".join(f"{m:>18}" for m in MODES), file=out)
     for case, row in by.items():
         print(f"{case:20} " + " ".join(f"{row[m]['ns_median']:>15.1f} ns" for m in MODES), file=out)
     print("\nratios (medians):", file=out)
