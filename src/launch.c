@@ -8,7 +8,7 @@
 /* Buffers too large for the stack live here; each thread has its own, so launches never share. */
 static _Thread_local _Alignas(16) unsigned char large_args[FL__MAX_ARGS_SIZE];
 
-static fl_status resolve_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t out[3],
+static FL__NOINLINE fl_status resolve_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t out[3],
                               fl_error *err) {
   switch (plan->grid_mode) {
     case FL_GRID_STATIC:
@@ -103,8 +103,14 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   if (FL__UNLIKELY(st != FL_OK)) return st;
 
   uint32_t g[3];
-  st = resolve_grid(plan, args, grid, g, err);
-  if (FL__UNLIKELY(st != FL_OK)) return st;
+  if (FL__LIKELY(plan->grid_mode == FL_GRID_STATIC && grid == NULL)) {
+    g[0] = plan->static_grid[0]; /* the common case, without the call */
+    g[1] = plan->static_grid[1];
+    g[2] = plan->static_grid[2];
+  } else {
+    st = resolve_grid(plan, args, grid, g, err);
+    if (FL__UNLIKELY(st != FL_OK)) return st;
+  }
   /* A grid with a zero dimension runs no program: like Triton's launchers, launch nothing. */
   if (FL__UNLIKELY(g[0] == 0 || g[1] == 0 || g[2] == 0)) {
     fl__ok(err);

@@ -1,9 +1,19 @@
-/* null.c: the null backend, which validates and counts launches and runs nothing. */
+/* null.c: the null backend, which validates and counts launches and runs nothing.
+ *
+ * Its per-stream state is one static word per stream slot: a 16-bit tag of the stream's
+ * generation over a 48-bit launch count. A launch validates its handle, then counts with one
+ * compare-and-swap that succeeds only while the word still carries its stream's tag, so a launch
+ * racing with the stream's destruction is either counted before it or refused after it, never
+ * counted on the slot's next stream. No allocation, no pinning: the launch path alone. */
 #include "streams.h"
 
-typedef struct null_stream {
-  _Atomic uint64_t count;
-} null_stream;
+#define COUNT_BITS 48
+#define COUNT_MASK ((UINT64_C(1) << COUNT_BITS) - 1)
+
+static _Atomic uint64_t words[FL__STREAM_SLOTS];
+
+/* 1..65535: never 0, the tag of a slot without a stream. */
+static uint64_t tag_of(uint64_t handle) { return ((handle >> 16) % 0xffff) + 1; }
 
 static fl_status null_load(fl_error *err) {
   fl__ok(err);
@@ -15,14 +25,17 @@ static fl_status null_submit(const fl_plan *plan, uint64_t stream, const void *a
   (void)plan;
   (void)args;
   (void)grid;
-  null_stream *s = fl__stream_enter(FL__STREAM_OWNER_NULL, stream);
-  if (FL__UNLIKELY(!s)) return fl__stream_invalid(err, stream);
-  if (FL__UNLIKELY(size > FL__MAX_ARGS_SIZE)) {
-    fl__stream_leave(stream);
+  if (FL__UNLIKELY(!fl__stream_live(FL__STREAM_OWNER_NULL, stream))) return fl__stream_invalid(err, stream);
+  if (FL__UNLIKELY(size > FL__MAX_ARGS_SIZE))
     return fl__fail(err, FL_UNSUPPORTED, true, "args_size_exceeds:%zu:%d", size, FL__MAX_ARGS_SIZE);
-  }
-  atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
-  fl__stream_leave(stream);
+  _Atomic uint64_t *w = &words[fl__stream_slot(stream)];
+  const uint64_t tag = tag_of(stream);
+  uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+  do {
+    if (FL__UNLIKELY(old >> COUNT_BITS != tag)) return fl__stream_invalid(err, stream); /* destroyed meanwhile */
+    if (FL__UNLIKELY((old & COUNT_MASK) == COUNT_MASK))
+      return fl__fail(err, FL_BACKEND_ERROR, false, "stream_count_overflow");
+  } while (!atomic_compare_exchange_weak_explicit(w, &old, old + 1, memory_order_relaxed, memory_order_relaxed));
   fl__ok(err);
   return FL_OK;
 }
@@ -30,40 +43,43 @@ static fl_status null_submit(const fl_plan *plan, uint64_t stream, const void *a
 static fl_status null_stream_create(uint64_t *stream, fl_error *err) {
   if (!stream) return fl__fail(err, FL_BAD_VALUE, true, "stream_out_null");
   *stream = 0;
-  null_stream *s = fl__malloc(sizeof *s);
-  if (!s) return fl__fail(err, FL_NOMEM, false, "stream_alloc");
-  atomic_init(&s->count, 0);
-  fl_status st = fl__stream_register(FL__STREAM_OWNER_NULL, s, stream, err);
-  if (st != FL_OK) {
-    fl__free(s);
-    return st;
-  }
+  uint64_t h;
+  fl_status st = fl__stream_register(FL__STREAM_OWNER_NULL, (void *)words, &h, err);
+  if (st != FL_OK) return st;
+  /* Nobody launches on the handle before it is returned: the tag is in place first. */
+  atomic_store(&words[fl__stream_slot(h)], tag_of(h) << COUNT_BITS);
+  *stream = h;
   fl__ok(err);
   return FL_OK;
 }
 
 /* Nothing runs, so there is nothing to wait for; the handle is still checked. */
 static fl_status null_stream_synchronize(uint64_t stream, fl_error *err) {
-  if (!fl__stream_enter(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
-  fl__stream_leave(stream);
+  if (!fl__stream_live(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
   fl__ok(err);
   return FL_OK;
 }
 
 static fl_status null_stream_destroy(uint64_t stream, fl_error *err) {
-  null_stream *s = fl__stream_unregister(FL__STREAM_OWNER_NULL, stream);
-  if (!s) return fl__stream_invalid(err, stream);
-  fl__free(s);
+  if (!fl__stream_live(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
+  /* Untag the word before the slot is freed (a new stream may take the slot at once): one of two
+   * concurrent destroys wins here, later launches are refused. */
+  _Atomic uint64_t *w = &words[fl__stream_slot(stream)];
+  uint64_t old = atomic_load(w);
+  do {
+    if (old >> COUNT_BITS != tag_of(stream)) return fl__stream_invalid(err, stream);
+  } while (!atomic_compare_exchange_weak(w, &old, 0));
+  if (!fl__stream_unregister(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
   fl__ok(err);
   return FL_OK;
 }
 
 static fl_status null_stream_count(uint64_t stream, uint64_t *count, fl_error *err) {
   if (!count) return fl__fail(err, FL_BAD_VALUE, true, "count_out_null");
-  null_stream *s = fl__stream_enter(FL__STREAM_OWNER_NULL, stream);
-  if (!s) return fl__stream_invalid(err, stream);
-  *count = atomic_load_explicit(&s->count, memory_order_relaxed);
-  fl__stream_leave(stream);
+  if (!fl__stream_live(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
+  uint64_t w = atomic_load_explicit(&words[fl__stream_slot(stream)], memory_order_relaxed);
+  if (w >> COUNT_BITS != tag_of(stream)) return fl__stream_invalid(err, stream);
+  *count = w & COUNT_MASK;
   fl__ok(err);
   return FL_OK;
 }

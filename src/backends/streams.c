@@ -53,6 +53,11 @@ void *fl__stream_enter(int owner, uint64_t handle) {
   return atomic_load_explicit(&s->obj, memory_order_relaxed);
 }
 
+bool fl__stream_live(int owner, uint64_t handle) {
+  if ((int)((handle >> OWNER_SHIFT) & 0xff) != owner || (handle >> GEN_SHIFT) == 0) return false;
+  return atomic_load_explicit(&table[handle & ((1u << SLOT_BITS) - 1)].handle, memory_order_acquire) == handle;
+}
+
 void fl__stream_leave(uint64_t handle) {
   slot *s = &table[handle & ((1u << SLOT_BITS) - 1)];
   atomic_fetch_sub_explicit(&s->users, 1, memory_order_release);

@@ -19,6 +19,10 @@ fl_status fl__stream_register(int owner, void *obj, uint64_t *handle, fl_error *
  * alive until the matching fl__stream_leave, or NULL (nothing to leave) when the handle is not a
  * live handle of `owner`. */
 void *fl__stream_enter(int owner, uint64_t handle);
+/* Whether `handle` is a live handle of `owner` at this instant, pinning nothing: for a backend
+ * whose per-stream state is static (null). */
+bool fl__stream_live(int owner, uint64_t handle);
+static inline unsigned fl__stream_slot(uint64_t handle) { return (unsigned)(handle & (FL__STREAM_SLOTS - 1)); }
 void fl__stream_leave(uint64_t handle);
 
 /* Invalidates `handle` so that every later enter fails, waits until no caller is inside, frees the

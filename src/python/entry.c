@@ -3,6 +3,28 @@
  * bound launch (a Python object) through its entry_fallback method. */
 #include "ext.h"
 
+/* Dict version tags (CPython 3.11 and 3.12): a dict's tag changes whenever the dict is modified
+ * and tags are never reused, so an unchanged tag means an earlier lookup in that dict still holds.
+ * The entry uses them to skip its two lookups (a module's flag, the autotuner's launchers) on
+ * most calls. Other versions look up every time. */
+#if PY_VERSION_HEX < 0x030D0000
+#define FL_DICT_VERSIONS 1
+static inline uint64_t dict_version(PyObject *dict) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  return ((PyDictObject *)dict)->ma_version_tag;
+#pragma GCC diagnostic pop
+}
+#else
+#define FL_DICT_VERSIONS 0
+static inline uint64_t dict_version(PyObject *dict) {
+  (void)dict;
+  return 0;
+}
+#endif
+
+#define FL_ENTRY_CACHED_FLAGS 4
+
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
@@ -16,6 +38,10 @@ typedef struct {
   PyObject *flags;         /* tuple of (object, attribute name, reason): any true flag sends it back */
   unsigned long long calls;
   unsigned long long fallbacks;
+  /* What the last lookups found, valid while the dict's version is the one recorded (0: none). */
+  uint64_t launchers_version;
+  PyObject *launchers_seen; /* borrowed from the autotuner's dict; alive while its version holds */
+  uint64_t flag_version[FL_ENTRY_CACHED_FLAGS];
 } EntryObject;
 
 /* Hands the call to the bound launch: bound.entry_fallback(reason, stable, args, kwargs). The
@@ -63,9 +89,15 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *owner = PyTuple_GET_ITEM(spec, 0), *name = PyTuple_GET_ITEM(spec, 1);
     int on;
     if (PyModule_CheckExact(owner)) {
-      PyObject *value = PyDict_GetItemWithError(PyModule_GetDict(owner), name); /* borrowed */
+      PyObject *mdict = PyModule_GetDict(owner);
+      uint64_t version = dict_version(mdict);
+      /* A flag recorded off stays off while the module's dict is unchanged. */
+      if (FL_DICT_VERSIONS && f < FL_ENTRY_CACHED_FLAGS && version && self->flag_version[f] == version) continue;
+      PyObject *value = PyDict_GetItemWithError(mdict, name); /* borrowed */
       if (!value && PyErr_Occurred()) return NULL;
       on = value ? (value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value)) : 0;
+      /* Only a missing flag or False is recorded: another object's truth may change in place. */
+      if (f < FL_ENTRY_CACHED_FLAGS) self->flag_version[f] = (!value || value == Py_False) ? version : 0;
     } else {
       PyObject *value = PyObject_GetAttr(owner, name);
       if (!value) {
@@ -87,7 +119,14 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *dict = PyObject_GenericGetDict(self->autotuner, NULL);
     PyObject *launchers = NULL;
     if (dict) {
-      launchers = PyDict_GetItemWithError(dict, self->launcher_attr); /* borrowed */
+      uint64_t version = dict_version(dict);
+      if (FL_DICT_VERSIONS && version && self->launchers_version == version) {
+        launchers = self->launchers_seen; /* the dict still holds it: unchanged since */
+      } else {
+        launchers = PyDict_GetItemWithError(dict, self->launcher_attr); /* borrowed */
+        self->launchers_version = launchers ? version : 0;
+        self->launchers_seen = launchers;
+      }
       Py_DECREF(dict);
     }
     if (!launchers) {

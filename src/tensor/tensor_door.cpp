@@ -37,9 +37,10 @@ int unpack(PyObject *obj, uint64_t *ptr, int *where, int *index) noexcept {
     const at::Tensor &t = THPVariable_Unpack(obj);
     if (!t.defined()) return 0;
     const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
-    if (!(impl->key_set() & refused_keys).empty() || !impl->has_storage()) return 0;
+    if (!(impl->key_set() & refused_keys).empty()) return 0;
     c10::Device device = impl->device();
     if (device.type() == c10::DeviceType::Meta) return 0;
+    // data() checks for storage itself: a storage-less tensor (sparse, say) throws, caught below.
     *ptr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->data()));
     *where = where_of(device.type());
     *index = device.has_index() ? device.index() : -1;

@@ -1,14 +1,17 @@
 /* test_stress.c: concurrency stress for ThreadSanitizer (make test runs it under TSan too): launcher
  * threads on shared plans while another thread destroys and recreates their streams and a third
  * swaps the plans they launch. Every launch that returns OK runs exactly once (a kernel counts
- * them); every other one was refused before the boundary and never runs. */
+ * them); every other one was refused before the boundary and never runs. The null backend's
+ * streams get the same treatment: each launch is counted on its own stream or refused, never on
+ * the stream that took its slot next. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-#define FL_TESTS(X) X(launchers_destroyer_and_plan_swaps)
+#define FL_TESTS(X) X(launchers_destroyer_and_plan_swaps) X(null_launchers_and_destroyer)
 #define FL_TEST_MAIN
 #include "fl_test.h"
 #include "fl_test_kernels.h"
@@ -131,4 +134,107 @@ static void launchers_destroyer_and_plan_swaps(void) {
   /* Every launch that returned OK added its value once; the refused ones added nothing. */
   ASSERT_EQ_U(__atomic_load_n(&S.acc, __ATOMIC_ACQUIRE), atomic_load(&S.ok_sum));
   ASSERT_TRUE(atomic_load(&S.swaps) > 0 && atomic_load(&S.recreated) > 0);
+}
+
+/* ---- null streams: counted where launched, or refused ---- */
+
+enum { NULL_RECORDS = 1 << 14 };
+
+static struct {
+  struct {
+    uint64_t handle;
+    atomic_ullong ok;
+  } rec[NULL_RECORDS];
+  atomic_uint current[STREAMS]; /* record index of each live stream */
+  atomic_uint created;
+  atomic_int stop;
+  atomic_ullong refused;
+  atomic_int failures;
+} N;
+
+static void *null_launcher(void *arg) {
+  fl_plan *p = (fl_plan *)((void **)arg)[0];
+  uint64_t seed = (uint64_t)(uintptr_t)((void **)arg)[1] * 0x9e3779b97f4a7c15ull + 1;
+  uint64_t x = 7;
+  for (int i = 0; i < LAUNCHES * 5; i++) {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    unsigned r = atomic_load(&N.current[seed % STREAMS]);
+    fl_value args[2] = {fl_ptr(&x), fl_int(1)};
+    fl_error err;
+    fl_status st = fl_launch(p, N.rec[r].handle, args, 2, NULL, &err);
+    if (st == FL_OK) {
+      atomic_fetch_add(&N.rec[r].ok, 1);
+    } else if (st == FL_BAD_STREAM && !err.backend_submitted) {
+      atomic_fetch_add(&N.refused, 1);
+    } else {
+      fprintf(stderr, "unexpected: %s %s\n", fl_status_name(st), err.reason);
+      atomic_fetch_add(&N.failures, 1);
+    }
+  }
+  return NULL;
+}
+
+static void *null_destroyer(void *arg) {
+  (void)arg;
+  unsigned k = 0;
+  while (!atomic_load(&N.stop) && atomic_load(&N.created) < NULL_RECORDS) {
+    fl_error err;
+    unsigned r = atomic_fetch_add(&N.created, 1);
+    if (fl_stream_create(FL_BACKEND_NULL, &N.rec[r].handle, &err) != FL_OK) {
+      atomic_fetch_add(&N.failures, 1);
+      break;
+    }
+    unsigned old = atomic_exchange(&N.current[k++ % STREAMS], r);
+    if (fl_stream_destroy(FL_BACKEND_NULL, N.rec[old].handle, &err) != FL_OK) atomic_fetch_add(&N.failures, 1);
+    usleep(20);
+  }
+  return NULL;
+}
+
+static void null_launchers_and_destroyer(void) {
+  static const fl_kind nkinds[] = {FL_KIND_PTR, FL_KIND_I32};
+  fl_plan_desc d;
+  memset(&d, 0, sizeof d);
+  d.backend = FL_BACKEND_NULL;
+  d.kinds = nkinds;
+  d.nkinds = 2;
+  d.runtime_arg_count = 2;
+  d.grid_mode = FL_GRID_STATIC;
+  d.static_grid[0] = d.static_grid[1] = d.static_grid[2] = 1;
+  fl_error err;
+  fl_plan *plan = NULL;
+  ASSERT_OK(fl_plan_create(&d, &plan, &err), &err);
+  for (int s = 0; s < STREAMS; s++) {
+    unsigned r = atomic_fetch_add(&N.created, 1);
+    ASSERT_OK(fl_stream_create(FL_BACKEND_NULL, &N.rec[r].handle, &err), &err);
+    atomic_store(&N.current[s], r);
+  }
+  pthread_t l[LAUNCHERS], dt;
+  void *args[LAUNCHERS][2];
+  ASSERT_EQ(pthread_create(&dt, NULL, null_destroyer, NULL), 0);
+  for (int i = 0; i < LAUNCHERS; i++) {
+    args[i][0] = plan;
+    args[i][1] = (void *)(uintptr_t)(i + 1);
+    ASSERT_EQ(pthread_create(&l[i], NULL, null_launcher, args[i]), 0);
+  }
+  for (int i = 0; i < LAUNCHERS; i++) pthread_join(l[i], NULL);
+  atomic_store(&N.stop, 1);
+  pthread_join(dt, NULL);
+  ASSERT_EQ(atomic_load(&N.failures), 0);
+  /* The live streams counted exactly the launches that returned OK on their handles. */
+  unsigned long long live_ok = 0;
+  for (int s = 0; s < STREAMS; s++) {
+    unsigned r = atomic_load(&N.current[s]);
+    uint64_t count = 0;
+    ASSERT_OK(fl_stream_count(FL_BACKEND_NULL, N.rec[r].handle, &count, &err), &err);
+    ASSERT_EQ_U(count, atomic_load(&N.rec[r].ok));
+    live_ok += count;
+    ASSERT_OK(fl_stream_destroy(FL_BACKEND_NULL, N.rec[r].handle, &err), &err);
+    /* Gone: every later use is refused. */
+    ASSERT_EQ(fl_stream_count(FL_BACKEND_NULL, N.rec[r].handle, &count, &err), FL_BAD_STREAM);
+  }
+  printf("     null: %u streams created, %llu launches refused (stream destroyed), %llu counted on the live ones\n",
+         atomic_load(&N.created), (unsigned long long)atomic_load(&N.refused), live_ok);
+  ASSERT_TRUE(atomic_load(&N.created) > STREAMS);
+  fl_plan_release(plan);
 }

@@ -95,3 +95,77 @@ def test_steady_state_allocates_nothing(kernels, stream, buf):
     # Nothing even transient for plain integer arguments: a torch tensor's data_ptr() returns a
     # fresh int each call (freed at once), which only shows as a few bytes of peak.
     assert peak - before < 2048
+
+
+def test_entry_follows_every_change_to_what_it_reads():
+    """The entry remembers its last lookups of a module flag and of the autotuner's launchers
+    while their dicts are unchanged (dict version tags on CPython 3.11 and 3.12): every change a
+    caller can make is still seen on the next call."""
+    import types
+
+    from fastlaunch import _C, Plan
+
+    s = _C.stream_create("null")
+    try:
+        plan = Plan(None, ["i32"], backend="null", grid=(1,))
+        mod = types.ModuleType("flags_owner")
+        mod.on = False
+
+        class Autotuner:
+            pass
+
+        class Bound:
+            reasons = []
+
+            def entry_fallback(self, reason, stable, args, kwargs):
+                Bound.reasons.append(reason)
+                return "stock"
+
+        launcher = object()
+        at = Autotuner()
+        at.launchers = [launcher]
+        entry = FinalizedLaunch(Bound(), plan, autotuner=at, launcher=launcher, flags=((mod, "on", "flagged"),))
+
+        def call():
+            before = _C.stream_count(s, "null")
+            out = entry(1, stream=s)
+            ran = _C.stream_count(s, "null") - before
+            assert (out, ran) in ((None, 1), ("stock", 0))
+            return "fast" if out is None else Bound.reasons[-1]
+
+        assert [call() for _ in range(3)] == ["fast"] * 3
+        mod.on = True  # the flag set: every call goes stock while it is
+        assert [call(), call()] == ["flagged", "flagged"]
+        mod.on = False
+        assert call() == "fast"
+        mod.on = 1  # not a bool: read each time
+        assert call() == "flagged"
+        mod.on = 0
+        assert [call(), call()] == ["fast", "fast"]
+        del mod.on  # a missing flag is off
+        assert call() == "fast"
+        mod.on = True
+        assert call() == "flagged"
+        mod.__dict__["on"] = False
+        assert call() == "fast"
+        mod.unrelated = 5  # another change to the module's dict: still fast
+        assert call() == "fast"
+
+        at.launchers.append(object())  # the list mutated in place: not the dict
+        assert call() == "launcher_changed"
+        at.launchers.pop()
+        assert call() == "fast"
+        at.launchers = [object()]  # replaced
+        assert call() == "launcher_changed"
+        at.launchers = [launcher]
+        assert call() == "fast"
+        del at.launchers
+        assert call() == "launcher_changed"
+        at.__dict__["launchers"] = [launcher]
+        assert call() == "fast"
+        at.__dict__ = {"launchers": [object()]}  # a new dict altogether
+        assert call() == "launcher_changed"
+        at.__dict__ = {"launchers": [launcher]}
+        assert call() == "fast"
+    finally:
+        _C.stream_destroy(s, "null")
