@@ -31,6 +31,7 @@ static const option options[] = {
     NPU_OPT(simt, OPT_BOOL, 1),
     NPU_OPT(dyn_ubuf, OPT_U32, UINT32_MAX),
     NPU_OPT(clamp_blocks, OPT_U32, UINT32_MAX),
+    NPU_OPT(rt_stub, OPT_BOOL, 1),
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 

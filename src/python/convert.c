@@ -192,6 +192,39 @@ void fl_ext_door_load(fl_ext_state *st) {
   Py_DECREF(torch);
 }
 
+void fl_ext_npu_queue_probe(fl_ext_state *st) {
+  if (st->npu_queue_state != 0) return;
+  PyObject *mod = PyImport_ImportModule("fastlaunch._npu_queue");
+  if (!mod) {
+    PyErr_Clear();
+    st->npu_queue_state = -2;
+    snprintf(st->npu_queue_why, sizeof st->npu_queue_why, "fastlaunch._npu_queue was not built (no C++ compiler)");
+    return;
+  }
+  PyObject *state = PyObject_CallMethod(mod, "probe", NULL);
+  PyObject *capsule = PyObject_GetAttrString(mod, "queue");
+  const char *s = state && PyUnicode_Check(state) ? PyUnicode_AsUTF8(state) : NULL;
+  const fl_npu_queue *q = capsule ? PyCapsule_GetPointer(capsule, "fastlaunch.npu_queue") : NULL;
+  PyErr_Clear();
+  fl_error err;
+  if (!s || !q) {
+    snprintf(st->npu_queue_why, sizeof st->npu_queue_why, "fastlaunch._npu_queue is broken");
+  } else if (strcmp(s, "absent") == 0) {
+    snprintf(st->npu_queue_why, sizeof st->npu_queue_why, "torch_npu not loaded: launches go to the stream");
+  } else if (fl_npu_set_queue(q, &err) != FL_OK) {
+    snprintf(st->npu_queue_why, sizeof st->npu_queue_why, "%s", err.reason);
+  } else if (strcmp(s, "ok") == 0) {
+    st->npu_queue_state = 1;
+    snprintf(st->npu_queue_why, sizeof st->npu_queue_why, "torch_npu's task queue (RunAclCall)");
+  } else {
+    st->npu_queue_state = -1; /* its mode() answers -1: npu launches are refused, never unordered */
+    snprintf(st->npu_queue_why, sizeof st->npu_queue_why, "%s", s);
+  }
+  Py_XDECREF(state);
+  Py_XDECREF(capsule);
+  Py_DECREF(mod);
+}
+
 int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *args, size_t nargs, fl_value *values,
                    fl_error *err) {
   if (nargs != spec->ncall) {

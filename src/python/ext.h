@@ -34,6 +34,10 @@ typedef struct {
   const fl_tensor_door *door;
   int door_state;             /* 0 not tried yet, 1 in use, -1 refused (door_why says why) */
   char door_why[160];
+  /* torch_npu's task queue (fastlaunch._npu_queue): 0 not found yet (looked for again at each npu
+   * plan), 1 installed, -1 installed but unusable (npu launches refused), -2 no shim built. */
+  int npu_queue_state;
+  char npu_queue_why[160];
 } fl_ext_state;
 
 #if defined(__GNUC__)
@@ -77,6 +81,8 @@ int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *a
                    fl_error *err);
 /* Loads the tensor door if torch is imported and it was not tried yet (once per process). */
 void fl_ext_door_load(fl_ext_state *st);
+/* Looks for torch_npu's task queue and installs it into the npu backend once found. */
+void fl_ext_npu_queue_probe(fl_ext_state *st);
 /* Reads a stream handle: None is 0, an int must be in [0, 2^64). Returns 0, or -1 with `err`
  * filled ("stream_invalid_type:<type>", "stream_out_of_range"); no Python exception. */
 int fl_ext_parse_stream(PyObject *obj, uint64_t *stream, fl_error *err);

@@ -160,7 +160,21 @@ static PyObject *ext_tensor_door(PyObject *module, PyObject *unused) {
   return Py_BuildValue("(Os)", st->door ? Py_True : Py_False, why);
 }
 
+/* npu_queue() -> (state, why): how npu launches are ordered with torch_npu's task queue. */
+static PyObject *ext_npu_queue(PyObject *module, PyObject *unused) {
+  (void)unused;
+  fl_ext_state *st = PyModule_GetState(module);
+  fl_ext_npu_queue_probe(st);
+  static const char *const names[] = {"none", "unusable", "queue", "stream"};
+  int s = st->npu_queue_state;
+  const char *state = s == 1 ? names[2] : s == -1 ? names[1] : s == 0 ? names[3] : names[0];
+  return Py_BuildValue("(ss)", state, st->npu_queue_why);
+}
+
 static PyMethodDef module_methods[] = {
+    {"npu_queue", ext_npu_queue, METH_NOARGS,
+     "npu_queue() -> (state, why): 'queue' (torch_npu's task queue), 'stream' (torch_npu not loaded), "
+     "'unusable' (npu launches refused) or 'none' (no shim)"},
     {"tensor_door", ext_tensor_door, METH_NOARGS,
      "tensor_door() -> (in_use, why): tensor arguments through torch's C++ object, or data_ptr() and why"},
     {"layout", (PyCFunction)(void (*)(void))ext_layout, METH_VARARGS | METH_KEYWORDS,

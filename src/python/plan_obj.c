@@ -195,6 +195,8 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (fl_ext_parse_strings(names_obj, "arg_names", nkinds, &names, &names_keep) < 0) goto error;
     d.arg_names = names;
   }
+  /* An npu plan launches through torch_npu's task queue once torch_npu is in the process. */
+  if (d.target.abi == FL_ABI_NPU) fl_ext_npu_queue_probe(st);
   fl_plan *plan;
   if (fl_plan_create(&d, &plan, &err) != FL_OK) {
     fl_ext_raise_unavailable(st, &err);

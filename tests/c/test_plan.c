@@ -428,7 +428,8 @@ static void targets_by_name(void) {
   ASSERT_TRUE(fl_target_option_name(FL_ABI_HOST, 0) == NULL);
   ASSERT_STREQ(fl_target_option_name(FL_ABI_CUDA, 0), "hidden_ptrs");
   ASSERT_STREQ(fl_target_option_name(FL_ABI_NPU, 7), "clamp_blocks");
-  ASSERT_TRUE(fl_target_option_name(FL_ABI_NPU, 8) == NULL);
+  ASSERT_STREQ(fl_target_option_name(FL_ABI_NPU, 8), "rt_stub");
+  ASSERT_TRUE(fl_target_option_name(FL_ABI_NPU, 9) == NULL);
   fl_abi a;
   ASSERT_OK(fl_abi_parse("npu", &a, &err), &err);
   ASSERT_EQ(a, FL_ABI_NPU);
