@@ -39,8 +39,13 @@ fl_status fl__stream_register(int owner, void *obj, uint64_t *handle, fl_error *
   return fl__fail(err, FL_BACKEND_ERROR, false, "stream_table_full:%d", FL__STREAM_SLOTS);
 }
 
+/* Whether `handle` has the shape of one `owner` issued (its slot says whether it is still live). */
+static inline bool issued_by(int owner, uint64_t handle) {
+  return (int)((handle >> OWNER_SHIFT) & 0xff) == owner && (handle >> GEN_SHIFT) != 0;
+}
+
 void *fl__stream_enter(int owner, uint64_t handle) {
-  if ((int)((handle >> OWNER_SHIFT) & 0xff) != owner || (handle >> GEN_SHIFT) == 0) return NULL;
+  if (!issued_by(owner, handle)) return NULL;
   slot *s = &table[handle & ((1u << SLOT_BITS) - 1)];
   /* Announce first, then check: unregister clears the handle first, then waits for users, so
    * (all four being sequentially consistent) either it sees this user or this user sees the
@@ -54,8 +59,8 @@ void *fl__stream_enter(int owner, uint64_t handle) {
 }
 
 bool fl__stream_live(int owner, uint64_t handle) {
-  if ((int)((handle >> OWNER_SHIFT) & 0xff) != owner || (handle >> GEN_SHIFT) == 0) return false;
-  return atomic_load_explicit(&table[handle & ((1u << SLOT_BITS) - 1)].handle, memory_order_acquire) == handle;
+  if (!issued_by(owner, handle)) return false;
+  return atomic_load_explicit(&table[fl__stream_slot(handle)].handle, memory_order_acquire) == handle;
 }
 
 void fl__stream_leave(uint64_t handle) {
@@ -64,7 +69,7 @@ void fl__stream_leave(uint64_t handle) {
 }
 
 void *fl__stream_unregister(int owner, uint64_t handle) {
-  if ((int)((handle >> OWNER_SHIFT) & 0xff) != owner || (handle >> GEN_SHIFT) == 0) return NULL;
+  if (!issued_by(owner, handle)) return NULL;
   slot *s = &table[handle & ((1u << SLOT_BITS) - 1)];
   uint64_t expected = handle;
   if (!atomic_compare_exchange_strong(&s->handle, &expected, 0)) return NULL;
