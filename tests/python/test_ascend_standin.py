@@ -381,6 +381,7 @@ def test_run_acl_call_failures(clean, helper, mode):
     assert helper.helper_acl_launch(0, 13, 0) == 0  # one call only
     errs = rt.task_errors()
     assert helper.helper_acl_launch(0, 14, 3) == 0  # launched, then the task reports failure
+    rt.drain()  # 13 and 14 have run: the failure below is 15's, not a queued task's
     rt.fail_next(507015)                             # the launch itself fails inside the task
     assert helper.helper_acl_launch(0, 15, 0) == 0
     rt.drain()
