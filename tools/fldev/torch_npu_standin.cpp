@@ -46,7 +46,7 @@ struct Queue {
   std::deque<std::function<int()>> tasks;
   uint64_t enqueued = 0, finished = 0;  // all guarded by mu
   uint64_t errors = 0;
-  int mode = 1;
+  std::atomic<int> mode{1};  // written under mu; read without it by OpApiGetTaskQueueEnable (an atomic, as torch_npu's)
   int fail = 0;  // what the next RunAclCall does: 0 normal, 1 throw first, 2 enqueue then throw
   bool stop = false;
   std::thread worker;
@@ -181,9 +181,7 @@ API void RunAclCall(const std::string &op_name, const std::function<int()> &func
 }
 
 API uint32_t OpApiGetTaskQueueEnable() {
-  Queue &q = queue();
-  std::lock_guard<std::mutex> g(q.mu);
-  return (uint32_t)q.mode;
+  return (uint32_t)queue().mode.load(std::memory_order_acquire);
 }
 
 // ---- test controls ----
