@@ -65,6 +65,12 @@ def report(file=None, *, as_dict: bool = False):
     in_use, why = _C.tensor_door()
     how = "read from torch's C++ object (fastlaunch._tensor)" if in_use else "data_ptr()"
     print(f"  tensor arguments: {how}: {why}", file=out)
+    from fastlaunch.bind import not_bound
+
+    unbound = not_bound()
+    if unbound:
+        print("  not bound (the stock launcher keeps these call slots): "
+              + ", ".join(f"{k}={v}" for k, v in sorted(unbound.items())), file=out)
     for r in rows:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(r["fallbacks"].items()))
         refusals = ", ".join(f"{k}={v}" for k, v in sorted(r["refusals"].items()))

@@ -401,10 +401,21 @@ def bind(autotuner, adapter: Adapter, **kwargs):
     reason = adapter.bind_refusal(autotuner)
     if reason is not None:
         log.info("fastlaunch: not binding %s: %s", _default_site(autotuner), reason)
+        with _sites_lock:
+            _not_bound[reason] = _not_bound.get(reason, 0) + 1
         return None
     bound = BoundLaunch(autotuner, adapter, **kwargs)
     bound.install(bound)
     return bound
+
+
+# Autotuners left unbound, by reason (report() prints them: who owns those call slots).
+_not_bound: dict = {}
+
+
+def not_bound() -> dict:
+    with _sites_lock:
+        return dict(_not_bound)
 
 
 def sites() -> list:

@@ -16,6 +16,7 @@ launcher (GridExpr), static and non-static launchers (their scope), the cached f
 from __future__ import annotations
 
 import ast
+import os
 import functools
 import logging
 import threading
@@ -108,6 +109,17 @@ def _abi_from_meta(autotuner):
     return names, kinds, folded
 
 
+def _torch_npu_fast_launch_on() -> bool:
+    """torch_npu's own Inductor fast launch (torch_npu 2.14: TORCHINDUCTOR_NPU_FAST_LAUNCH, read
+    into torch_npu._inductor.config.enable_fast_launch)."""
+    import sys
+
+    config = sys.modules.get("torch_npu._inductor.config")
+    if config is not None and hasattr(config, "enable_fast_launch"):
+        return bool(config.enable_fast_launch)
+    return os.environ.get("TORCHINDUCTOR_NPU_FAST_LAUNCH", "").strip().lower() in ("1", "true")
+
+
 def _debug_mode_module():
     """The module holding DebugMode's active count: a package from torch 2.13 on, a single module
     before (torch 2.11, 2.12); absent before that."""
@@ -140,6 +152,14 @@ class InductorAdapter(Adapter):
         if type(autotuner).__name__ == "DebugAutotuner" or (getattr(autotuner, "inductor_meta", None) or {}).get(
                 "profile_bandwidth"):
             return "debug_autotuner"  # it benchmarks on every call by design
+        meta = getattr(autotuner, "triton_meta", None) or {}
+        device = getattr(getattr(autotuner, "device_props", None), "type", None) or meta.get("device_type")
+        if device == "npu":
+            # torch_npu's autotuners (NPUCachingAutotuner and kin) subclass this one: one owner per
+            # call slot. With torch_npu's own fast launch on, its generated code calls its slot.
+            if _torch_npu_fast_launch_on():
+                return "npu:torch_npu_fast_launch_owns"
+            return "npu:autotuner_not_supported_yet"  # its launchers take runtime block sizes
         return super().bind_refusal(autotuner)
 
     def static_full_entry_reason(self, autotuner):

@@ -247,6 +247,43 @@ def test_debug_autotuner_is_not_bound(host_kernels):
     assert "run" not in vars(at)
 
 
+@pytest.mark.parametrize("torch_npu_fast_launch", [False, True])
+def test_npu_autotuners_keep_one_owner(host_kernels, monkeypatch, torch_npu_fast_launch):
+    """torch_npu's autotuners subclass CachingAutotuner (NPUCachingAutotuner calls its __init__), so
+    enable() sees them: they are left to torch_npu (its own fast launch, when on, owns the call
+    slot; otherwise its stock launcher), never bound twice, and report() says so. The subclass here
+    is a model of torch_npu's (its device type and the super().__init__ call), not torch_npu."""
+    import io
+
+    from fastlaunch import bind as fl_bind
+
+    monkeypatch.setenv("TORCHINDUCTOR_NPU_FAST_LAUNCH", "1" if torch_npu_fast_launch else "0")
+    monkeypatch.setattr(fl_bind, "_not_bound", {})
+
+    class NPUCachingAutotuner(th.CachingAutotuner):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.best_runtime_blocks = ()
+
+    npu_dev = DEV._replace(type="npu") if hasattr(DEV, "_replace") else DEV
+    inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
+    at = NPUCachingAutotuner(IK.triton_poi_fused_add_0,
+                             triton_meta={"signature": dict(SIGNATURE), "device": npu_dev, "constants": {},
+                                          "configs": [{}]},
+                             configs=[triton.Config({"XBLOCK": 1024}, num_warps=4, num_stages=1)],
+                             save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
+                             heuristic_type=HeuristicType.POINTWISE, size_hints={"x": 4096},
+                             inductor_meta={"grid_type": "Grid1D", "kernel_name": "triton_npu_0"})
+    assert "run" not in vars(at)  # the class's own run: one owner
+    reason = "npu:torch_npu_fast_launch_owns" if torch_npu_fast_launch else "npu:autotuner_not_supported_yet"
+    assert fl_bind.not_bound() == {reason: 1}
+    out = io.StringIO()
+    fastlaunch.report(out)
+    assert f"not bound (the stock launcher keeps these call slots): {reason}=1" in out.getvalue()
+    # A CUDA autotuner made alongside is still bound.
+    assert "run" in vars(make_autotuner(host_kernels))
+
+
 def test_disable_leaves_no_trace(host_kernels):
     init, getstate = th.CachingAutotuner.__dict__["__init__"], th.CachingAutotuner.__dict__.get("__getstate__")
     inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
