@@ -7,7 +7,7 @@ import sys
 
 
 def _setup_bench(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", action="append", choices=["host", "null", "cuda-stub", "cuda"],
+    parser.add_argument("--backend", action="append", choices=["host", "null", "cuda-stub", "npu-stub", "cuda"],
                         help="backend to measure (repeatable; default host)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats: under a minute on 2 cores")
     parser.add_argument("--args", choices=["tensor", "int"], default="tensor",
@@ -16,9 +16,10 @@ def _setup_bench(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     parser.add_argument("--plot", metavar="FILE.png", help="draw a chart of cost per mode and case")
     parser.add_argument("--instructions", action="store_true",
-                        help="also count instructions per launch with callgrind (null and cuda-stub backends)")
+                        help="also count instructions per launch with callgrind (null, cuda-stub and npu-stub backends)")
     parser.add_argument("--_one", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--_stub", metavar="JSON", help=argparse.SUPPRESS)
+    parser.add_argument("--_npu", metavar="JSON", help=argparse.SUPPRESS)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -31,6 +32,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             from fldev import stub_bench
 
             stub_bench.run_one(case, mode, int(n))
+        elif backend == "npu-stub":
+            from fldev import npu_bench
+
+            npu_bench.run_one(case, mode, int(n))
         else:
             bench.run_one(backend, case, mode, int(n))
         return 0
@@ -44,6 +49,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         with open(args._stub, "w") as f:
             json.dump(results, f)
         return 0
+    if args._npu:
+        # The npu-stub backend in a process of its own: the stand-ins are its runtime and torch_npu.
+        import json
+
+        from fldev import npu_bench
+
+        with open(args._npu, "w") as f:
+            json.dump(npu_bench.run(quick=args.quick), f)
+        return 0
     backends = args.backend or ["host"]
     if "cuda" in backends:
         if backends != ["cuda"]:
@@ -52,7 +66,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         return cuda_bench.main(args.json)
     stub = "cuda-stub" in backends
-    results = bench.run([b for b in backends if b != "cuda-stub"], quick=args.quick, args=args.args)
+    npu = "npu-stub" in backends
+    results = bench.run([b for b in backends if b not in ("cuda-stub", "npu-stub")], quick=args.quick, args=args.args)
     if results:
         bench.table(results)
     if stub:
@@ -69,6 +84,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print()
         stub_bench.table(stub_results)
         results += stub_results
+    if npu:
+        import json
+        import subprocess
+        import tempfile
+
+        from fldev import npu_bench
+
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            cmd = [sys.executable, "-m", "fldev", "bench", "--_npu", tmp.name] + (["--quick"] if args.quick else [])
+            subprocess.run(cmd, check=True, env=bench._with_tools_path())
+            npu_results = json.load(open(tmp.name))
+        print()
+        npu_bench.table(npu_results, cuda=[r for r in results if r["backend"] == "cuda-stub"])
+        results += npu_results
     if args.args == "tensor":
         unpack = bench.unpack_rows(quick=args.quick)
         if unpack:
@@ -76,9 +105,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             print(f"\nper tensor, in a C loop: tensor door {d:.2f} ns, data_ptr() {p:.2f} ns")
             results += unpack
     if args.instructions:
-        for backend in [b for b in ("null", "cuda-stub") if b in backends] or ["null"]:
+        for backend in [b for b in ("null", "cuda-stub", "npu-stub") if b in backends] or ["null"]:
             cases = bench.CASES[0][0] if backend == "null" else "2 tensors + 1 int"
-            counts = bench.instructions(backend, [cases] if args.quick or backend == "cuda-stub" else None)
+            counts = bench.instructions(backend, [cases] if args.quick or backend != "null" else None)
             print(f"\ninstructions per launch (callgrind, {backend} backend):")
             for (case, mode), n in counts.items():
                 print(f"  {case:20} {mode:20} {n:10.0f}")

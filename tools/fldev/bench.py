@@ -355,6 +355,10 @@ def instructions(backend="null", cases=None):
         from fldev import stub_bench
 
         modes, all_cases = stub_bench.MODES, [c[0] for c in stub_bench.CASES]
+    elif backend == "npu-stub":
+        from fldev import npu_bench
+
+        modes, all_cases = npu_bench.MODES, [c[0] for c in npu_bench.CASES]
     else:
         modes, all_cases = MODES, [c[0] for c in CASES]
     for case in (cases or all_cases):
