@@ -307,7 +307,7 @@ def plot(results, path):
     fig, axes = plt.subplots(1, len(backends), figsize=(7 * len(backends), 4.8), squeeze=False)
     colors = {"floor": "#999999", "floor-unpack": "#cccccc", "stock-model": "#d62728", "seed": "#ff7f0e",
               "fastlaunch": "#2ca02c", "fastlaunch-dyngrid": "#1f77b4", "triton-run": "#9467bd",
-              "inductor-stock": "#8c564b", "triton-jit": "#e377c2"}
+              "inductor-stock": "#8c564b", "triton-jit": "#e377c2", "fastlaunch-queue": "#17becf"}
     for ax, backend in zip(axes[0], backends):
         modes = list(dict.fromkeys(r["mode"] for r in results if r["backend"] == backend))
         width = 0.8 / len(modes)
@@ -327,7 +327,7 @@ def plot(results, path):
         ax.set_xticklabels(cases, fontsize=9)
         ax.set_ylabel("ns per launch (median)")
         ax.set_yscale("log")
-        ax.set_title(f"{backend}: cost per launch (label: {stock} / fastlaunch)")
+        ax.set_title(f"{backend}: cost per launch" + (f" (label: {stock} / fastlaunch)" if stock in modes else ""))
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
