@@ -57,7 +57,8 @@ def report(file=None, *, as_dict: bool = False):
     out = file or sys.stdout
     total_fast = sum(r["fast"] for r in rows)
     total = total_fast + sum(r["stock"] for r in rows)
-    print(f"fastlaunch: {len(rows)} call sites, {total_fast} of {total} launches on the fast path"
+    print(f"fastlaunch: {len(rows)} call sites (fastlaunch owns their call slots), {total_fast} of {total} "
+          "launches on the fast path"
           + (f" ({100.0 * total_fast / total:.1f}%)" if total else "")
           + (f"; {idle} bound call sites not called" if idle else ""), file=out)
     from fastlaunch import _C
@@ -69,8 +70,13 @@ def report(file=None, *, as_dict: bool = False):
 
     unbound = not_bound()
     if unbound:
-        print("  not bound (the stock launcher keeps these call slots): "
-              + ", ".join(f"{k}={v}" for k, v in sorted(unbound.items())), file=out)
+        owners: dict = {}
+        for k, v in sorted(unbound.items()):
+            # One owner per call slot: torch_npu's own fast launch when it is on, else the stock launcher.
+            owner = "torch_npu's own fast launch" if k == "npu:torch_npu_fast_launch_owns" else "the stock launcher"
+            owners.setdefault(owner, []).append(f"{k}={v}")
+        for owner, items in owners.items():
+            print(f"  not bound ({owner} keeps these call slots): " + ", ".join(items), file=out)
     for r in rows:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(r["fallbacks"].items()))
         refusals = ", ".join(f"{k}={v}" for k, v in sorted(r["refusals"].items()))

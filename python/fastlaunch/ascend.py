@@ -65,6 +65,9 @@ def options_of(metadata) -> dict:
     locks = int(_meta(metadata, "lock_num", -1) or -1)
     if locks > 0:
         raise FastLaunchPlanUnavailable(f"npu_sync_lock_unsupported:{locks}")
+    layout = int(_meta(metadata, "sync_block_lock_layout", 0) or 0)  # Triton-Ascend 3.6's lock field
+    if layout > 0:
+        raise FastLaunchPlanUnavailable(f"npu_sync_lock_unsupported:layout:{layout}")
     simt_only = bool(_meta(metadata, "force_simt_only", False))
     simt = simt_only or _meta(metadata, "parallel_mode", "simd") == "simt"
     if _meta(metadata, "compile_on_910_95", False) and simt:
@@ -81,7 +84,14 @@ def options_of(metadata) -> dict:
 def abi_of(signature, constants, arg_names):
     """(names, kinds) of the arguments in the packed struct: constexprs and specialised constants
     (ints equal to 1, None) dropped, every kind one the launcher takes."""
-    names, kinds, positions, _ = abi_from_signature(signature, constants, arg_names)
+    names, kinds, _ = abi_and_folded(signature, constants, arg_names)
+    return names, kinds
+
+
+def abi_and_folded(signature, constants, arg_names):
+    """abi_of, and the integer constants folded into the binary by name (what a caller may still
+    pass positionally and the struct leaves out)."""
+    names, kinds, positions, folded = abi_from_signature(signature, constants, arg_names)
     types = list(signature.values())
     for name, (pos, member) in zip(names, positions):
         ty = types[pos] if isinstance(pos, int) and pos < len(types) else None
@@ -89,7 +99,7 @@ def abi_of(signature, constants, arg_names):
             raise FastLaunchPlanUnavailable(f"tuple_arg_unsupported:{name}")
         if isinstance(ty, str) and not ty.startswith("*") and ty not in LAUNCHER_SCALARS:
             raise FastLaunchPlanUnavailable(f"arg_kind_unsupported_by_launcher:{name}:{ty}")
-    return names, kinds
+    return names, kinds, folded
 
 
 def stub_of(compiled) -> int:

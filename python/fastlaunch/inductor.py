@@ -11,6 +11,9 @@ imported.
 
 What each torch version has is detected by feature: the launcher list, grids computed inside the
 launcher (GridExpr), static and non-static launchers (their scope), the cached fast launcher.
+torch_npu's autotuners (NPUCachingAutotuner and kin) run CachingAutotuner's __init__ too; they are
+told apart by their device type and served by NpuInductorAdapter (runtime blocks, GridNpu, the npu
+backend), unless torch_npu's own fast launch owns their call slots.
 """
 
 from __future__ import annotations
@@ -38,7 +41,11 @@ def grid_exprs_of(inductor_meta, config) -> list:
     prefix assignments (the y/z overflow split) inlined, ready for the grid program compiler."""
     from torch._inductor.runtime.triton_heuristics import GridExpr
 
-    grid = GridExpr.from_meta(inductor_meta, config)
+    return _exprs_of_grid(GridExpr.from_meta(inductor_meta, config))
+
+
+def _exprs_of_grid(grid) -> list:
+    """A GridExpr's three expressions with its prefix assignments inlined."""
     env = {}
     for line in grid.prefix:
         try:
@@ -152,14 +159,8 @@ class InductorAdapter(Adapter):
         if type(autotuner).__name__ == "DebugAutotuner" or (getattr(autotuner, "inductor_meta", None) or {}).get(
                 "profile_bandwidth"):
             return "debug_autotuner"  # it benchmarks on every call by design
-        meta = getattr(autotuner, "triton_meta", None) or {}
-        device = getattr(getattr(autotuner, "device_props", None), "type", None) or meta.get("device_type")
-        if device == "npu":
-            # torch_npu's autotuners (NPUCachingAutotuner and kin) subclass this one: one owner per
-            # call slot. With torch_npu's own fast launch on, its generated code calls its slot.
-            if _torch_npu_fast_launch_on():
-                return "npu:torch_npu_fast_launch_owns"
-            return "npu:autotuner_not_supported_yet"  # its launchers take runtime block sizes
+        if _device_type(autotuner) == "npu" and not isinstance(self, NpuInductorAdapter):
+            return "npu:needs_npu_adapter"  # enable() hands torch_npu's autotuners to NpuInductorAdapter
         return super().bind_refusal(autotuner)
 
     def static_full_entry_reason(self, autotuner):
@@ -279,30 +280,190 @@ class InductorAdapter(Adapter):
         return launch_options_of(md)
 
 
+# ---- torch_npu's Inductor ----
+def _torch_npu_debug_mode():
+    """torch_npu's accuracy-check and FX-dump modes (INDUCTOR_ASCEND_CHECK_ACCURACY,
+    INDUCTOR_ASCEND_DUMP_FX_GRAPH): its run() then dumps or compares around every launch."""
+    import sys
+
+    config = sys.modules.get("torch_npu._inductor.config")
+    for name in ("dump_fx_graph", "check_accuracy"):
+        if config is not None and getattr(config, name, False):
+            return name
+    return None
+
+
+def _npu_grid_of(autotuner, launcher, numels, block_names):
+    """The GridExpr torch_npu's make_launcher wrote into this launcher, rebuilt by its own code
+    (found by feature in the module of the autotuner's class or a base class)."""
+    import sys
+
+    meta = autotuner.inductor_meta
+    for klass in type(autotuner).__mro__:
+        mod = sys.modules.get(klass.__module__)
+        create = getattr(mod, "_create_launcher_grid", None)
+        if create is not None:
+            return create(meta, launcher.config, numels, block_names)
+        grid_expr = getattr(mod, "GridExprNpu", None)
+        if grid_expr is not None and hasattr(grid_expr, "from_meta_and_set_numel"):
+            return grid_expr.from_meta_and_set_numel(meta, launcher.config, numels)
+    raise FastLaunchPlanUnavailable("npu:grid_builder_missing")
+
+
+class NpuInductorAdapter(InductorAdapter):
+    """Promotion policy for torch_npu's Inductor autotuners (NPUCachingAutotuner and the cost-model
+    and FastA variants that share its run()), launching Triton-Ascend kernels on the npu backend.
+
+    Their run() differs from torch's: the autotuner picks `best_launcher` and `best_runtime_blocks`
+    (block sizes chosen at run time, not compiled in), then calls
+    `launcher(*args, *runtime_blocks, stream=stream)` through `_build_runtime_launch_args`. The plan
+    keeps those block sizes as fixed trailing arguments of the packed struct and inlines them into
+    torch_npu's grid (GridNpu / GridExprNpu); the call's own arguments are the runtime ones.
+
+    run() sets best_launcher and best_runtime_blocks together, once (it never tunes again after),
+    and narrows `launchers` to that launcher: the entry follows the launcher list as it does for
+    torch's autotuners, and the blocks fixed in the plan are the ones run() would append.
+
+    One owner per call slot: with torch_npu's own fast launch on (TORCHINDUCTOR_NPU_FAST_LAUNCH),
+    its generated code calls its own slot, and these autotuners are left to it (not bound).
+    Grouped autotuners (runtime blocks chosen per call by group) are not bound either.
+    """
+
+    def __init__(self, backend: str = "npu"):
+        super().__init__(backend=backend)
+
+    def bind_refusal(self, autotuner):
+        meta = getattr(autotuner, "inductor_meta", None) or {}
+        if type(autotuner).__name__ in ("DebugAutotuner", "NPUDebugAutotuner") or meta.get("profile_bandwidth"):
+            return "debug_autotuner"
+        if _torch_npu_fast_launch_on():
+            return "npu:torch_npu_fast_launch_owns"
+        if meta.get("group_enabled") or hasattr(autotuner, "best_launcher_map"):
+            return "npu:grouped_autotuner"
+        if not callable(getattr(type(autotuner), "_build_runtime_launch_args", None)):
+            return "npu:autotuner_unrecognised"  # not torch_npu's run() as fastlaunch knows it
+        return None
+
+    def static_full_entry_reason(self, autotuner):
+        debug = _torch_npu_debug_mode()
+        if debug is not None:
+            return f"npu:{debug}"
+        return super().static_full_entry_reason(autotuner)
+
+    def ready(self, autotuner, launcher):
+        # run() has autotuned once best_launcher is set (it never tunes again after that).
+        return getattr(autotuner, "best_launcher", None) is launcher
+
+    def _runtime_blocks(self, autotuner):
+        names = tuple(getattr(autotuner, "runtime_block_arg_names", None) or ())
+        values = tuple(getattr(autotuner, "best_runtime_blocks", None) or ())
+        if len(names) != len(values) or not all(isinstance(v, int) for v in values):
+            raise FastLaunchPlanUnavailable(f"npu:runtime_blocks_unrecognised:{len(names)}:{len(values)}")
+        return names, values
+
+    def call_launcher(self, autotuner, launcher, args, stream):
+        _, values = self._runtime_blocks(autotuner)
+        return launcher(*autotuner._build_runtime_launch_args(args, values), stream=stream)
+
+    def build_plan(self, autotuner, launcher, args):
+        from fastlaunch import ascend
+
+        meta = getattr(autotuner, "inductor_meta", None) or {}
+        if meta.get("extra_launcher_args"):
+            raise FastLaunchPlanUnavailable("extra_launcher_args_unsupported")
+        if getattr(launcher, "store_cubin", False):
+            raise FastLaunchPlanUnavailable("npu:store_cubin")  # torch_npu's run saves it on every call
+        binary = _scope(launcher).get("bin")
+        src = getattr(binary, "src", None)
+        if src is None or getattr(binary, "metadata", None) is None:
+            raise FastLaunchPlanUnavailable("compiled_kernel_unrecognised")
+        block_names, block_values = self._runtime_blocks(autotuner)
+        launch_args = tuple(autotuner._build_runtime_launch_args(tuple(args), block_values))
+        if (len(launch_args) != len(args) + len(block_values)
+                or any(a is not b for a, b in zip(launch_args, args)) or launch_args[len(args):] != block_values):
+            raise FastLaunchPlanUnavailable("npu:runtime_launch_args_unrecognised")
+        fn = getattr(src, "fn", None) or getattr(autotuner, "fn", None)
+        arg_names = list(getattr(fn, "arg_names", None) or [])
+        names, kinds, folded = ascend.abi_and_folded(getattr(src, "signature", None), getattr(src, "constants", None),
+                                                     arg_names)
+        def_args = _def_args(launcher)
+        nb = len(block_names)
+        if len(def_args) != len(launch_args):
+            raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(launch_args)}:{len(def_args)}")
+        if tuple(def_args[len(def_args) - nb:]) != block_names:
+            raise FastLaunchPlanUnavailable("npu:runtime_blocks_not_last_in_launcher")
+        call_names = def_args[:len(def_args) - nb]
+        # The struct: the call's arguments in ABI order, then the runtime blocks it holds (fixed).
+        fixed_names = [n for n in block_names if n in names]
+        if names[len(names) - len(fixed_names):] != fixed_names or any(n in block_names for n in
+                                                                         names[:len(names) - len(fixed_names)]):
+            raise FastLaunchPlanUnavailable("npu:runtime_blocks_not_last_in_abi")
+        runtime_names = names[:len(names) - len(fixed_names)]
+        ignore = [i for i, n in enumerate(call_names) if n not in runtime_names]
+        for i in ignore:
+            if call_names[i] not in folded:
+                raise FastLaunchPlanUnavailable(f"runtime_arg_not_in_abi:{call_names[i]}")
+        if [n for n in call_names if n in runtime_names] != runtime_names:
+            raise FastLaunchPlanUnavailable(f"launcher_abi_mismatch:{len(call_names)}:{len(runtime_names)}")
+        values = dict(zip(block_names, block_values))
+        fixed = [values[n] for n in fixed_names]
+        numels = [a for a in (getattr(autotuner.fn, "arg_names", None) or arg_names) if "_numel" in a]
+        grid_expr = _npu_grid_of(autotuner, launcher, numels, block_names)
+        env = {n: v for n, v in folded.items() if n in call_names}
+        env.update(values)
+        grid = [_inline(e, env) for e in _exprs_of_grid(grid_expr)]
+        options = ascend.options_of(binary.metadata)
+        if self.backend == "npu":
+            kernel = int(_scope(launcher).get("function") or ascend.stub_of(binary))
+        else:
+            kernel, _ = 0, options.pop("rt_stub", None)
+        try:
+            plan = Plan(kernel, kinds, backend=self.backend, abi="npu", options=options, owner=launcher,
+                        grid_exprs=grid, arg_names=names, name=meta.get("kernel_name"),
+                        fixed_args=fixed or None, ignore=ignore or None)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise FastLaunchPlanUnavailable(f"plan_creation_error:{type(exc).__name__}") from exc
+        # One-time check against what the launcher's own Python computes for this call.
+        expected = grid_expr.eval_slow(dict(zip(def_args, launch_args)))
+        got = plan.resolve_grid(*args)
+        if tuple(expected) != tuple(got):
+            raise FastLaunchPlanUnavailable(f"grid_program_mismatch:{tuple(expected)}:{got}")
+        return plan
+
+
 # ---- enable / disable ----
+def _device_type(autotuner):
+    meta = getattr(autotuner, "triton_meta", None) or {}
+    return getattr(getattr(autotuner, "device_props", None), "type", None) or meta.get("device_type")
+
+
 def _bind_new(autotuner):
     state = _state
     if state:
-        b = bind(autotuner, state["adapter"])
+        adapter = state["npu_adapter"] if _device_type(autotuner) == "npu" else state["adapter"]
+        b = bind(autotuner, adapter)
         if b is not None:
             state["bound"].add(b)
 
 
-def enable(adapter: InductorAdapter | None = None) -> None:
+def enable(adapter: InductorAdapter | None = None, npu_adapter: "NpuInductorAdapter | None" = None) -> None:
     """From now on, every CachingAutotuner Inductor creates or unpickles gets a bound launch in its
-    call slot."""
+    call slot: torch's own, and torch_npu's (they subclass it and run its __init__; they are told
+    apart by their device type and served by `npu_adapter`)."""
     from torch._inductor.runtime import triton_heuristics as th
 
     with _lock:
         if _state:
             _state["adapter"] = adapter or _state["adapter"]
+            _state["npu_adapter"] = npu_adapter or _state["npu_adapter"]
             return
         cls = th.CachingAutotuner
         original_init = cls.__dict__["__init__"]
         original_getstate = cls.__dict__.get("__getstate__")
         original_setstate = cls.__dict__.get("__setstate__")
         _state.update(cls=cls, init=original_init, getstate=original_getstate, setstate=original_setstate,
-                      adapter=adapter or InductorAdapter(), bound=weakref.WeakSet())
+                      adapter=adapter or InductorAdapter(), npu_adapter=npu_adapter or NpuInductorAdapter(),
+                      bound=weakref.WeakSet())
 
         @functools.wraps(original_init)
         def __init__(self, *args, **kwargs):

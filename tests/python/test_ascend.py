@@ -222,6 +222,7 @@ def test_plan_drops_constexprs_and_specialised_constants():
 @pytest.mark.parametrize("metadata,env,reason", [
     ({"workspace_size": 256}, {}, "npu_workspace_unsupported:256"),
     ({"lock_num": 2}, {}, "npu_sync_lock_unsupported:2"),
+    ({"sync_block_lock_layout": 5}, {}, "npu_sync_lock_unsupported:layout:5"),  # Triton-Ascend 3.6's field
     ({}, {"TRITON_DEVICE_PRINT": "1"}, "npu_device_print_unsupported"),
     ({"compile_on_910_95": True, "force_simt_only": True}, {}, "npu_launch_unsupported:910_95_simt"),
     ({}, {"TRITON_REGISTER_TENSOR_MSPROF": "1"}, "npu_msprof_registration"),

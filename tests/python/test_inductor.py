@@ -250,9 +250,10 @@ def test_debug_autotuner_is_not_bound(host_kernels):
 @pytest.mark.parametrize("torch_npu_fast_launch", [False, True])
 def test_npu_autotuners_keep_one_owner(host_kernels, monkeypatch, torch_npu_fast_launch):
     """torch_npu's autotuners subclass CachingAutotuner (NPUCachingAutotuner calls its __init__), so
-    enable() sees them: they are left to torch_npu (its own fast launch, when on, owns the call
-    slot; otherwise its stock launcher), never bound twice, and report() says so. The subclass here
-    is a model of torch_npu's (its device type and the super().__init__ call), not torch_npu."""
+    enable() sees them and hands them to the npu adapter: with torch_npu's own fast launch on, that
+    owns the call slot and nothing is bound; an autotuner whose run() fastlaunch does not know (this
+    model: a device type and the super().__init__ call, not torch_npu's class) is left to its stock
+    launcher; report() says who owns them. torch_npu's real autotuner: test_npu_inductor.py."""
     import io
 
     from fastlaunch import bind as fl_bind
@@ -275,11 +276,12 @@ def test_npu_autotuners_keep_one_owner(host_kernels, monkeypatch, torch_npu_fast
                              heuristic_type=HeuristicType.POINTWISE, size_hints={"x": 4096},
                              inductor_meta={"grid_type": "Grid1D", "kernel_name": "triton_npu_0"})
     assert "run" not in vars(at)  # the class's own run: one owner
-    reason = "npu:torch_npu_fast_launch_owns" if torch_npu_fast_launch else "npu:autotuner_not_supported_yet"
+    reason = "npu:torch_npu_fast_launch_owns" if torch_npu_fast_launch else "npu:autotuner_unrecognised"
     assert fl_bind.not_bound() == {reason: 1}
     out = io.StringIO()
     fastlaunch.report(out)
-    assert f"not bound (the stock launcher keeps these call slots): {reason}=1" in out.getvalue()
+    owner = "torch_npu's own fast launch" if torch_npu_fast_launch else "the stock launcher"
+    assert f"not bound ({owner} keeps these call slots): {reason}=1" in out.getvalue()
     # A CUDA autotuner made alongside is still bound.
     assert "run" in vars(make_autotuner(host_kernels))
 

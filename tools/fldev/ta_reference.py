@@ -100,11 +100,11 @@ def _write_atomic(path: str, data: bytes) -> None:
         raise
 
 
-def _download_wheel(dest: str) -> str:
+def _download_wheel(dest: str, requirement: str = REQUIREMENT, prefix: str = "triton_ascend-") -> str:
     """pip download into dest; returns the wheel's path. This interpreter's tags first, then the
     cp311 manylinux_2_27/2_28 x86_64 wheel explicitly."""
     base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--disable-pip-version-check", "-d", dest, REQUIREMENT]
+            "--disable-pip-version-check", "-d", dest, requirement]
     errors = []
     for extra in ([], FALLBACK_PLATFORM):
         try:
@@ -112,11 +112,11 @@ def _download_wheel(dest: str) -> str:
         except (OSError, subprocess.TimeoutExpired) as e:
             errors.append(str(e))
             continue
-        wheels = [f for f in os.listdir(dest) if f.endswith(".whl") and f.startswith("triton_ascend-")]
+        wheels = [f for f in os.listdir(dest) if f.endswith(".whl") and f.startswith(prefix)]
         if r.returncode == 0 and wheels:
             return os.path.join(dest, wheels[0])
         errors.append((r.stderr or r.stdout).strip()[-600:])
-    raise Unavailable(f"pip download {REQUIREMENT} failed:\n" + "\n---\n".join(errors))
+    raise Unavailable(f"pip download {requirement} failed:\n" + "\n---\n".join(errors))
 
 
 def _ensure_files() -> dict:
