@@ -118,9 +118,14 @@ def _abi_from_meta(autotuner):
 
 def _torch_npu_fast_launch_on() -> bool:
     """torch_npu's own Inductor fast launch (torch_npu 2.14: TORCHINDUCTOR_NPU_FAST_LAUNCH, read
-    into torch_npu._inductor.config.enable_fast_launch)."""
+    into torch_npu._inductor.config.enable_fast_launch), or its patch installed (the generated
+    wrappers then call torch_npu's own call slots, whatever the flag says later)."""
     import sys
 
+    for module, cls in (("torch_npu._inductor.runtime.triton_heuristics", "TritonCompileResultNpu"),
+                        ("torch_npu._inductor.codegen.wrapper", "NPUPythonWrapperCodeGen")):
+        if getattr(getattr(sys.modules.get(module), cls, None), "_npu_fast_launch_patched", False):
+            return True
     config = sys.modules.get("torch_npu._inductor.config")
     if config is not None and hasattr(config, "enable_fast_launch"):
         return bool(config.enable_fast_launch)

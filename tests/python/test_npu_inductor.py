@@ -34,7 +34,9 @@ from fldev import npu_inductor_scene as S
 import fastlaunch
 from fastlaunch import inductor
 from fastlaunch.bind import BoundLaunch
-inductor.enable()
+if __import__("os").environ.get("FASTLAUNCH_INDUCTOR") != "1":
+    inductor.enable()
+assert inductor.enabled()
 CONFIGS = [{"X0BLOCK": 64, "X0BLOCK_SUB": 16}, {"X0BLOCK": 128, "X0BLOCK_SUB": 16},
            {"X0BLOCK": 256, "X0BLOCK_SUB": 32}]
 
@@ -68,7 +70,7 @@ def site(sc):
 def run_child(body: str, env=None, timeout=300):
     code = PRELUDE + textwrap.dedent(body)
     child_env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(TOOLS)] + sys.path))
-    for k in ("TORCHINDUCTOR_NPU_FAST_LAUNCH", "INDUCTOR_ASCEND_DUMP_FX_GRAPH", "INDUCTOR_ASCEND_CHECK_ACCURACY",
+    for k in ("FASTLAUNCH_INDUCTOR", "TORCHINDUCTOR_NPU_FAST_LAUNCH", "INDUCTOR_ASCEND_DUMP_FX_GRAPH", "INDUCTOR_ASCEND_CHECK_ACCURACY",
               "TRITON_DEVICE_PRINT", "TRITON_ASCEND_ARCH", "TRITON_DISABLE_FFTS", "TRITON_ALL_BLOCKS_PARALLEL"):
         child_env.pop(k, None)
     child_env.update(env or {})
@@ -79,7 +81,8 @@ def run_child(body: str, env=None, timeout=300):
     return proc.stdout
 
 
-def test_bound_autotuned_promoted_and_launched_as_triton_ascend_packs():
+@pytest.mark.parametrize("how", ["enable", "FASTLAUNCH_INDUCTOR=1"])
+def test_bound_autotuned_promoted_and_launched_as_triton_ascend_packs(how):
     """The real NPUCachingAutotuner: bound at creation, its first call autotunes (stock run, three
     candidates over two compiled variants; the stand-in benchmark picks X0BLOCK=128), later calls
     take the npu plan with that runtime block as a fixed argument and torch_npu's GridNpu grid
@@ -118,19 +121,25 @@ def test_bound_autotuned_promoted_and_launched_as_triton_ascend_packs():
         assert r["stock"] == 1 and r["fast"] == len(calls) - 1 and r["promotions"] == 1, r
         assert sc.stock_launches == 1 and rt.task_errors() == 0
         print("ok", len(calls), switches, rt.enqueued())
-    """)
+    """, env={"FASTLAUNCH_INDUCTOR": "1"} if how != "enable" else None)
     ok, n, switches, enqueued = out.split()[-4:]
     assert ok == "ok" and int(n) > 1500 and int(switches) > 10 and int(enqueued) > 500
 
 
-def test_torch_npu_fast_launch_owns_the_slot_when_on():
-    """TORCHINDUCTOR_NPU_FAST_LAUNCH=1 (read by torch_npu's own config module): torch_npu's fast
-    launch owns these call slots, fastlaunch binds none of them and report() says so; the calls
-    run torch_npu's run() (stock here), each launched once."""
+@pytest.mark.parametrize("how", ["TORCHINDUCTOR_NPU_FAST_LAUNCH=1", "patched"])
+def test_torch_npu_fast_launch_owns_the_slot_when_on(how):
+    """TORCHINDUCTOR_NPU_FAST_LAUNCH=1 (read by torch_npu's own config module), or torch_npu's fast
+    launch patch installed (its marker on TritonCompileResultNpu, set here as the patch sets it):
+    torch_npu's fast launch owns these call slots, fastlaunch binds none of them and report() says
+    so; the calls run torch_npu's run() (stock here), each launched once."""
     out = run_child("""
         import io
         from torch_npu._inductor import config as npu_config
-        assert npu_config.enable_fast_launch is True
+        if HOW == "patched":
+            assert npu_config.enable_fast_launch is False
+            S.tn_reference.load().TritonCompileResultNpu._npu_fast_launch_patched = True
+        else:
+            assert npu_config.enable_fast_launch is True
         sc = S.Scene(rt, configs=CONFIGS, winner="c2")
         assert "run" not in vars(sc.autotuner)
         for i in range(20):
@@ -139,7 +148,7 @@ def test_torch_npu_fast_launch_owns_the_slot_when_on():
         buf = io.StringIO()
         fastlaunch.report(buf)
         print(buf.getvalue())
-    """, env={"TORCHINDUCTOR_NPU_FAST_LAUNCH": "1"})
+    """.replace("HOW", repr(how)), env={"TORCHINDUCTOR_NPU_FAST_LAUNCH": "1"} if how != "patched" else None)
     assert "not bound (torch_npu's own fast launch keeps these call slots): npu:torch_npu_fast_launch_owns=1" in out
 
 
