@@ -185,5 +185,11 @@ def load() -> types.ModuleType:
         sys.modules[name] = mod
         parent, _, child = name.rpartition(".")
         setattr(sys.modules[parent], child, mod)
-        spec.loader.exec_module(mod)
+        try:
+            spec.loader.exec_module(mod)
+        except ImportError as exc:  # torch_npu 2.14.0 is built for torch 2.14: older Inductors lack names
+            import torch
+
+            raise Unavailable(f"torch-npu {VERSION}'s {name} does not load with torch {torch.__version__}: "
+                              f"{exc}") from exc
     return mod
