@@ -187,7 +187,7 @@ def load() -> types.ModuleType:
         setattr(sys.modules[parent], child, mod)
         try:
             spec.loader.exec_module(mod)
-        except ImportError as exc:  # torch_npu 2.14.0 is built for torch 2.14: older Inductors lack names
+        except (ImportError, AttributeError) as exc:  # built for torch 2.14: older Inductors lack names
             import torch
 
             raise Unavailable(f"torch-npu {VERSION}'s {name} does not load with torch {torch.__version__}: "
