@@ -507,6 +507,28 @@ bool fl__grid_program_uses_var(const fl_grid_program *program, size_t var) {
   return false;
 }
 
+bool fl__grid_program_ceil_div(const fl_grid_program *program, uint32_t *var, int64_t *div) {
+  if (!program || program->ncode == 0 || program->ncode > 3 || program->code[0].op != OP_VAR ||
+      program->code[0].arg < 0 || program->code[0].arg > GRID_MAX_VAR)
+    return false;
+  const ins *c = program->code;
+  int64_t d;
+  if (program->ncode == 1) {
+    d = 1; /* x */
+  } else if (program->ncode == 2 && c[1].op == OP_CDIV + OP_K && c[1].arg >= 1) {
+    d = c[1].arg; /* cdiv(x, d): rounds up, d > 0 */
+  } else if (program->ncode == 3 && c[1].op == OP_FLOORDIV + OP_K && c[1].arg <= -2 && c[2].op == OP_NEG + OP_K) {
+    /* -(x // -d) = ceil(x / d); with d >= 2 the floor division never yields INT64_MIN, so the
+     * negation cannot overflow (d = 1 is left to the interpreter: -(INT64_MIN // -1) overflows). */
+    d = -c[1].arg;
+  } else {
+    return false;
+  }
+  *var = (uint32_t)c[0].arg;
+  *div = d;
+  return true;
+}
+
 bool fl_grid_program_is_constant(const fl_grid_program *program) { return program && program->nvars == 0; }
 size_t fl_grid_program_nvars(const fl_grid_program *program) { return program ? program->nvars : 0; }
 void fl_grid_program_free(fl_grid_program *program) { fl__free(program); }

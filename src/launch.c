@@ -8,6 +8,48 @@
 /* Buffers too large for the stack live here; each thread has its own, so launches never share. */
 static _Thread_local _Alignas(16) unsigned char large_args[FL__MAX_ARGS_SIZE];
 
+/* An argument read by a grid program, as an int64; false when it has no int64 value. */
+static inline bool grid_arg(const fl_value *a, int64_t *x) {
+  switch (a->type) {
+    case FL_VALUE_INT: *x = a->v.i; return true;
+    case FL_VALUE_BOOL: *x = a->v.b; return true;
+    case FL_VALUE_UINT: *x = (int64_t)a->v.u; return a->v.u <= (uint64_t)INT64_MAX;
+    default: return false;
+  }
+}
+
+/* A grid whose dimensions are constants or ceil(x / d) (plan->grid_simple): the values the grid
+ * programs give, without the interpreter, and the limits checked inline when they hold. */
+static inline fl_status simple_grid(const fl_plan *plan, const fl_value *args, uint32_t out[3], fl_error *err) {
+  int64_t g[3];
+  for (int d = 0; d < 3; d++) {
+    int64_t x = plan->grid_dim[d].value;
+    if (!plan->grid_dim[d].constant) {
+      int64_t div = x;
+      uint32_t v = plan->grid_dim[d].var;
+      if (FL__UNLIKELY(!grid_arg(&args[v], &x))) return fl__fail(err, FL_GRID_EVAL, false, "grid_overflow:arg%u", v);
+      /* ceil(x / div): a shift for a power of two (Inductor's blocks) and x >= 0, else a division. */
+      int shift = plan->grid_dim[d].shift;
+      if (FL__LIKELY(shift >= 0 && x >= 0))
+        x = (x >> shift) + ((x & (div - 1)) != 0);
+      else
+        x = x / div + (x % div > 0);
+    }
+    g[d] = x;
+  }
+  const int64_t *max = plan->base->grid_max;
+  uint64_t product;
+  if (FL__LIKELY(g[0] > 0 && g[1] > 0 && g[2] > 0 && g[0] <= max[0] && g[1] <= max[1] && g[2] <= max[2] &&
+                 !__builtin_mul_overflow((uint64_t)g[0] * (uint64_t)g[1], (uint64_t)g[2], &product) &&
+                 (!plan->grid_max_product || product <= plan->grid_max_product))) {
+    out[0] = (uint32_t)g[0];
+    out[1] = (uint32_t)g[1];
+    out[2] = (uint32_t)g[2];
+    return FL_OK;
+  }
+  return fl__plan_check_grid(plan, g, out, err); /* a zero, or past a limit: its answer and reason */
+}
+
 static FL__NOINLINE fl_status resolve_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t out[3],
                               fl_error *err) {
   switch (plan->grid_mode) {
@@ -19,20 +61,13 @@ static FL__NOINLINE fl_status resolve_grid(const fl_plan *plan, const fl_value *
       return FL_OK;
     case FL_GRID_PROGRAM: {
       if (FL__UNLIKELY(grid != NULL)) return fl__fail(err, FL_BAD_GRID, true, "grid_unexpected");
+      if (FL__LIKELY(plan->grid_simple)) return simple_grid(plan, args, out, err);
       /* The programs index variables by argument position; only the ones they read are filled. */
       int64_t vars[plan->grid_nvars ? plan->grid_nvars : 1];
       for (size_t k = 0; k < plan->ngrid_vars; k++) {
         uint32_t v = plan->grid_vars[k];
-        const fl_value *a = &args[v];
-        if (FL__LIKELY(a->type == FL_VALUE_INT)) {
-          vars[v] = a->v.i;
-        } else if (a->type == FL_VALUE_BOOL) {
-          vars[v] = a->v.b;
-        } else if (a->type == FL_VALUE_UINT && a->v.u <= (uint64_t)INT64_MAX) {
-          vars[v] = (int64_t)a->v.u;
-        } else {
+        if (FL__UNLIKELY(!grid_arg(&args[v], &vars[v])))
           return fl__fail(err, FL_GRID_EVAL, false, "grid_overflow:arg%u", v);
-        }
       }
       int64_t g[3];
       for (int d = 0; d < 3; d++) {

@@ -111,6 +111,20 @@ static fl_status build_grid_program(fl_plan *plan, const fl_plan_desc *desc, fl_
     plan->grid_vars[plan->ngrid_vars++] = (uint32_t)v;
     plan->grid_nvars = v + 1;
   }
+  plan->grid_simple = true;
+  for (int d = 0; d < 3; d++) {
+    const fl_grid_program *prog = plan->grid_prog[d];
+    if (fl_grid_program_is_constant(prog)) {
+      st = fl_grid_program_eval(prog, NULL, 0, &plan->grid_dim[d].value, err);
+      if (st != FL_OK) return dim_fail(err, st, d);
+      plan->grid_dim[d].constant = true;
+    } else if (fl__grid_program_ceil_div(prog, &plan->grid_dim[d].var, &plan->grid_dim[d].value)) {
+      int64_t div = plan->grid_dim[d].value;
+      plan->grid_dim[d].shift = (int8_t)((div & (div - 1)) == 0 ? __builtin_ctzll((unsigned long long)div) : -1);
+    } else {
+      plan->grid_simple = false;
+    }
+  }
   if (!all_constant) return FL_OK;
   int64_t g[3];
   for (int d = 0; d < 3; d++) {

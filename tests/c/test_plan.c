@@ -4,7 +4,7 @@
 #include "fastlaunch.h"
 
 #define FL_TESTS(X) \
-  X(descriptor_refusals) X(fixed_args_and_template) X(static_grid_refusals) X(grid_program_plans) \
+  X(descriptor_refusals) X(fixed_args_and_template) X(static_grid_refusals) X(grid_program_plans) X(simple_grids_equal_the_interpreter) \
   X(launch_refusals_submit_nothing) X(caller_grid) X(npu_template) X(allocation_failures) X(introspection) \
   X(targets_by_name) X(backend_tables) X(fault_injection_targets_one_plan)
 #define FL_TEST_MAIN
@@ -221,6 +221,64 @@ static void grid_program_plans(void) {
   d.grid_exprs[0] = "1";
   d.grid_exprs[2] = "$3 - 200";
   REFUSED(d, FL_BAD_GRID, "grid_dim_negative:2");
+}
+
+/* Grids of the shapes the plan computes without the interpreter (a constant, x, ceil(x / B) as
+ * `-(x // -B)` or `cdiv(x, B)`) against the same expressions kept out of that shape by a `+ 0`:
+ * the same grid, or the same status and reason, for every value, powers of two or not. */
+static void simple_grids_equal_the_interpreter(void) {
+  fl_error e1, e2;
+  fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_I64, FL_KIND_U64, FL_KIND_I64};
+  const char *names[] = {"out", "x", "u", "B"};
+  static const char *const shapes[][2] = {
+      {"-((x) // -(B))", "-((x + 0) // -(B))"},
+      {"cdiv(x, B)", "cdiv(x + 0, B)"},
+      {"x", "x + 0"},
+      {"-((u) // -(B))", "-((u + 0) // -(B))"},
+  };
+  static const int64_t blocks[] = {1, 2, 3, 7, 64, 128, 1000, 1024, 4096, 1LL << 40, INT64_MAX};
+  static const int64_t xs[] = {INT64_MIN, INT64_MIN + 1, -(1LL << 40), -129, -128, -127, -1, 0, 1, 2, 127, 128,
+                               129, 1000, 1023, 1024, 1025, INT32_MAX, (int64_t)INT32_MAX + 1, (int64_t)UINT32_MAX,
+                               1LL << 40, INT64_MAX - 1, INT64_MAX};
+  uint64_t rng = 0x9e3779b97f4a7c15ULL;
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+      fl_value fixed[] = {fl_int(blocks[b])};
+      fl_plan *p[2];
+      for (int k = 0; k < 2; k++) {
+        fl_plan_desc d = null_desc();
+        d.kinds = kinds; d.nkinds = 4; d.runtime_arg_count = 3; d.fixed_args = fixed; d.arg_names = names;
+        d.grid_mode = FL_GRID_PROGRAM;
+        d.grid_exprs[0] = shapes[s][k];
+        d.grid_exprs[1] = k ? "2 + 0 * x" : "2"; /* a constant dimension, and its interpreted twin */
+        d.grid_exprs[2] = "1";
+        ASSERT_OK(fl_plan_create(&d, &p[k], &e1), &e1);
+        ASSERT_EQ(fl_plan_grid_mode(p[k]), FL_GRID_PROGRAM);
+      }
+      for (size_t i = 0; i < sizeof xs / sizeof xs[0] + 200; i++) {
+        int64_t x;
+        if (i < sizeof xs / sizeof xs[0]) {
+          x = xs[i];
+        } else {
+          rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+          x = (int64_t)(rng >> (rng & 63)) * ((rng & 64) ? -1 : 1);
+        }
+        /* u: the same value as an unsigned argument, or one past INT64_MAX (grid_overflow). */
+        fl_value a[] = {fl_ptr(NULL), fl_int(x), fl_uint(x >= 0 ? (uint64_t)x : (uint64_t)INT64_MAX + 1 + (uint64_t)(i & 1))};
+        uint32_t g1[3] = {0, 0, 0}, g2[3] = {0, 0, 0};
+        memset(&e1, 0, sizeof e1);
+        memset(&e2, 0, sizeof e2);
+        fl_status s1 = fl_plan_resolve_grid(p[0], a, 3, NULL, g1, &e1);
+        fl_status s2 = fl_plan_resolve_grid(p[1], a, 3, NULL, g2, &e2);
+        if (s1 != s2 || strcmp(e1.reason, e2.reason) != 0 || memcmp(g1, g2, sizeof g1) != 0)
+          FL_FAIL_AT("%s, B=%" PRId64 ", x=%" PRId64 ": %s %s (%u %u %u) against %s %s (%u %u %u)", shapes[s][0],
+                     blocks[b], x, fl_status_name(s1), e1.reason, g1[0], g1[1], g1[2], fl_status_name(s2), e2.reason,
+                     g2[0], g2[1], g2[2]);
+      }
+      fl_plan_release(p[0]);
+      fl_plan_release(p[1]);
+    }
+  }
 }
 
 static void launch_refusals_submit_nothing(void) {
