@@ -67,9 +67,22 @@ size_t fl__layout_kind_align(fl_abi abi, fl_kind kind);
 fl_status fl__grid_program_substitute(fl_grid_program *program, size_t var, int64_t value, fl_error *err);
 /* True when the program reads variable `var`. */
 bool fl__grid_program_uses_var(const fl_grid_program *program, size_t var);
-/* True when the program computes ceil(vars[*var] / *div) with *div >= 1 for every int64 value of
- * that variable, exactly as the interpreter does (no error is possible). */
-bool fl__grid_program_ceil_div(const fl_grid_program *program, uint32_t *var, int64_t *div);
+/* A grid dimension the launch computes without the interpreter, with the interpreter's values:
+ *   constant:          value
+ *   otherwise, x = args[var] as int64, y = x + add:
+ *     ceil:            ceil(y / div)   (Triton's cdiv(x, B), Inductor's -(x // -B), or x itself)
+ *     floor:           floor(y / div)  (torch_npu's (x + B - 1) // B)
+ * exactly, for every x <= hi (no step of the program overflows there); past hi the program runs.
+ * shift is log2(div) when div is a power of two, else -1. */
+typedef struct fl__grid_shape {
+  int64_t value, add, div, hi;
+  uint32_t var;
+  int8_t shift;
+  bool constant, ceil;
+} fl__grid_shape;
+/* Fills *shape when the program has one of those shapes (constants excepted: the caller folds
+ * them); false otherwise. */
+bool fl__grid_program_shape(const fl_grid_program *program, fl__grid_shape *shape);
 
 /* ---- backends (backend.c and src/backends/) ---- */
 /* One backend: everything the core and the layers above need to know of it. Each backend fills one
@@ -135,16 +148,10 @@ struct fl_plan {
   uint32_t static_grid[3];
   uint64_t grid_max_product; /* the backend's, unless this plan clamps */
   fl_grid_program *grid_prog[3];
-  /* Each dimension's shape, decided once: a constant, or ceil(args[var] / div) (Inductor's
-   * `-(xnumel // -XBLOCK)` once XBLOCK is folded in, or a bare argument: div 1), computed on every
-   * launch without the interpreter; a plan whose three dimensions all have one of these shapes
-   * has grid_simple set. Otherwise the programs run. */
-  struct {
-    int64_t value; /* the constant, or the divisor (>= 1) */
-    uint32_t var;
-    int8_t shift;  /* log2 of a divisor that is a power of two, else -1 */
-    bool constant;
-  } grid_dim[3];
+  /* Each dimension's shape, decided once (fl__grid_shape): a constant, or one argument divided by
+   * a constant, computed on every launch without the interpreter; a plan whose three dimensions
+   * all have one of these shapes has grid_simple set. Otherwise the programs run. */
+  fl__grid_shape grid_dim[3];
   bool grid_simple;
   /* Runtime argument indices the grid programs read, in increasing order. */
   uint32_t grid_vars[FL__MAX_GRID_VARS];

@@ -507,25 +507,40 @@ bool fl__grid_program_uses_var(const fl_grid_program *program, size_t var) {
   return false;
 }
 
-bool fl__grid_program_ceil_div(const fl_grid_program *program, uint32_t *var, int64_t *div) {
-  if (!program || program->ncode == 0 || program->ncode > 3 || program->code[0].op != OP_VAR ||
+bool fl__grid_program_shape(const fl_grid_program *program, fl__grid_shape *shape) {
+  if (!program || program->ncode == 0 || program->ncode > 5 || program->code[0].op != OP_VAR ||
       program->code[0].arg < 0 || program->code[0].arg > GRID_MAX_VAR)
     return false;
   const ins *c = program->code;
-  int64_t d;
-  if (program->ncode == 1) {
-    d = 1; /* x */
-  } else if (program->ncode == 2 && c[1].op == OP_CDIV + OP_K && c[1].arg >= 1) {
-    d = c[1].arg; /* cdiv(x, d): rounds up, d > 0 */
-  } else if (program->ncode == 3 && c[1].op == OP_FLOORDIV + OP_K && c[1].arg <= -2 && c[2].op == OP_NEG + OP_K) {
+  size_t n = program->ncode;
+  fl__grid_shape sh = {.var = (uint32_t)c[0].arg, .div = 1, .hi = INT64_MAX, .shift = 0, .ceil = true};
+  if (n == 2 && c[1].op == OP_CDIV + OP_K && c[1].arg >= 1) {
+    sh.div = c[1].arg; /* cdiv(x, d), d > 0: rounds up */
+  } else if (n == 3 && c[1].op == OP_FLOORDIV + OP_K && c[1].arg <= -2 && c[2].op == OP_NEG + OP_K) {
     /* -(x // -d) = ceil(x / d); with d >= 2 the floor division never yields INT64_MIN, so the
      * negation cannot overflow (d = 1 is left to the interpreter: -(INT64_MIN // -1) overflows). */
-    d = -c[1].arg;
-  } else {
-    return false;
+    sh.div = -c[1].arg;
+  } else if (n > 1) {
+    /* x, then additions and subtractions of constants, then at most one floor division by a
+     * positive constant. Each running offset stays >= 0, so no step can pass INT64_MIN; no step
+     * passes INT64_MAX while x <= INT64_MAX - (the largest offset). */
+    int64_t off = 0, top = 0;
+    size_t i = 1;
+    for (; i < n && (c[i].op == OP_ADD + OP_K || c[i].op == OP_SUB + OP_K); i++) {
+      int64_t k = c[i].arg;
+      if (c[i].op == OP_SUB + OP_K ? __builtin_sub_overflow(off, k, &off) : __builtin_add_overflow(off, k, &off))
+        return false;
+      if (off < 0) return false;
+      if (off > top) top = off;
+    }
+    if (i < n && c[i].op == OP_FLOORDIV + OP_K && c[i].arg >= 1) sh.div = c[i++].arg;
+    if (i != n) return false;
+    sh.add = off;
+    sh.hi = INT64_MAX - top;
+    sh.ceil = false;
   }
-  *var = (uint32_t)c[0].arg;
-  *div = d;
+  sh.shift = (int8_t)((sh.div & (sh.div - 1)) == 0 ? __builtin_ctzll((unsigned long long)sh.div) : -1);
+  *shape = sh;
   return true;
 }
 

@@ -18,24 +18,31 @@ static inline bool grid_arg(const fl_value *a, int64_t *x) {
   }
 }
 
-/* A grid whose dimensions are constants or ceil(x / d) (plan->grid_simple): the values the grid
- * programs give, without the interpreter, and the limits checked inline when they hold. */
-static inline fl_status simple_grid(const fl_plan *plan, const fl_value *args, uint32_t out[3], fl_error *err) {
+/* A grid whose dimensions all have a shape of fl__grid_shape (plan->grid_simple): the values the
+ * grid programs give, without the interpreter, and the limits checked inline when they hold.
+ * Returns false, having done nothing, when an argument lies past a shape's range: the programs
+ * run then. */
+static inline bool simple_grid(const fl_plan *plan, const fl_value *args, uint32_t out[3], fl_error *err,
+                               fl_status *st) {
   int64_t g[3];
   for (int d = 0; d < 3; d++) {
-    int64_t x = plan->grid_dim[d].value;
-    if (!plan->grid_dim[d].constant) {
-      int64_t div = x;
-      uint32_t v = plan->grid_dim[d].var;
-      if (FL__UNLIKELY(!grid_arg(&args[v], &x))) return fl__fail(err, FL_GRID_EVAL, false, "grid_overflow:arg%u", v);
-      /* ceil(x / div): a shift for a power of two (Inductor's blocks) and x >= 0, else a division. */
-      int shift = plan->grid_dim[d].shift;
-      if (FL__LIKELY(shift >= 0 && x >= 0))
-        x = (x >> shift) + ((x & (div - 1)) != 0);
-      else
-        x = x / div + (x % div > 0);
+    const fl__grid_shape *sh = &plan->grid_dim[d];
+    if (sh->constant) {
+      g[d] = sh->value;
+      continue;
     }
-    g[d] = x;
+    int64_t x;
+    if (FL__UNLIKELY(!grid_arg(&args[sh->var], &x))) {
+      *st = fl__fail(err, FL_GRID_EVAL, false, "grid_overflow:arg%u", sh->var);
+      return true;
+    }
+    if (FL__UNLIKELY(x > sh->hi)) return false;
+    int64_t y = x + sh->add, div = sh->div;
+    /* A shift for a power of two (Inductor's blocks) and y >= 0, else a division. */
+    if (FL__LIKELY(sh->shift >= 0 && y >= 0))
+      g[d] = (y >> sh->shift) + (sh->ceil && (y & (div - 1)) != 0);
+    else
+      g[d] = y / div + (sh->ceil ? y % div > 0 : -(y % div < 0));
   }
   const int64_t *max = plan->base->grid_max;
   uint64_t product;
@@ -45,9 +52,11 @@ static inline fl_status simple_grid(const fl_plan *plan, const fl_value *args, u
     out[0] = (uint32_t)g[0];
     out[1] = (uint32_t)g[1];
     out[2] = (uint32_t)g[2];
-    return FL_OK;
+    *st = FL_OK;
+    return true;
   }
-  return fl__plan_check_grid(plan, g, out, err); /* a zero, or past a limit: its answer and reason */
+  *st = fl__plan_check_grid(plan, g, out, err); /* a zero, or past a limit: its answer and reason */
+  return true;
 }
 
 static FL__NOINLINE fl_status resolve_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t out[3],
@@ -61,7 +70,8 @@ static FL__NOINLINE fl_status resolve_grid(const fl_plan *plan, const fl_value *
       return FL_OK;
     case FL_GRID_PROGRAM: {
       if (FL__UNLIKELY(grid != NULL)) return fl__fail(err, FL_BAD_GRID, true, "grid_unexpected");
-      if (FL__LIKELY(plan->grid_simple)) return simple_grid(plan, args, out, err);
+      fl_status simple;
+      if (FL__LIKELY(plan->grid_simple) && FL__LIKELY(simple_grid(plan, args, out, err, &simple))) return simple;
       /* The programs index variables by argument position; only the ones they read are filled. */
       int64_t vars[plan->grid_nvars ? plan->grid_nvars : 1];
       for (size_t k = 0; k < plan->ngrid_vars; k++) {

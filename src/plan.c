@@ -118,10 +118,7 @@ static fl_status build_grid_program(fl_plan *plan, const fl_plan_desc *desc, fl_
       st = fl_grid_program_eval(prog, NULL, 0, &plan->grid_dim[d].value, err);
       if (st != FL_OK) return dim_fail(err, st, d);
       plan->grid_dim[d].constant = true;
-    } else if (fl__grid_program_ceil_div(prog, &plan->grid_dim[d].var, &plan->grid_dim[d].value)) {
-      int64_t div = plan->grid_dim[d].value;
-      plan->grid_dim[d].shift = (int8_t)((div & (div - 1)) == 0 ? __builtin_ctzll((unsigned long long)div) : -1);
-    } else {
+    } else if (!fl__grid_program_shape(prog, &plan->grid_dim[d])) {
       plan->grid_simple = false;
     }
   }

@@ -224,17 +224,23 @@ static void grid_program_plans(void) {
 }
 
 /* Grids of the shapes the plan computes without the interpreter (a constant, x, ceil(x / B) as
- * `-(x // -B)` or `cdiv(x, B)`) against the same expressions kept out of that shape by a `+ 0`:
- * the same grid, or the same status and reason, for every value, powers of two or not. */
+ * `-(x // -B)` or `cdiv(x, B)`, floor((x + a) / B) as torch_npu's `(x + B - 1) // B`) against the
+ * same expressions kept out of those shapes by a `* 1`: the same grid, or the same status and
+ * reason, for every value (past a shape's range too, where a step overflows), powers of two or not. */
 static void simple_grids_equal_the_interpreter(void) {
   fl_error e1, e2;
   fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_I64, FL_KIND_U64, FL_KIND_I64};
   const char *names[] = {"out", "x", "u", "B"};
   static const char *const shapes[][2] = {
-      {"-((x) // -(B))", "-((x + 0) // -(B))"},
-      {"cdiv(x, B)", "cdiv(x + 0, B)"},
-      {"x", "x + 0"},
-      {"-((u) // -(B))", "-((u + 0) // -(B))"},
+      {"-((x) // -(B))", "-((x * 1) // -(B))"},
+      {"cdiv(x, B)", "cdiv(x * 1, B)"},
+      {"x", "x * 1"},
+      {"-((u) // -(B))", "-((u * 1) // -(B))"},
+      {"(x + B - 1) // B", "(x * 1 + B - 1) // B"},
+      {"(x + 300 - 7) // B", "(x * 1 + 300 - 7) // B"},
+      {"x + 5", "x * 1 + 5"},
+      {"(u + B) // B", "(u * 1 + B) // B"},
+      {"(x - 1 + B) // B", "(x * 1 - 1 + B) // B"}, /* an offset below zero: not a shape, both interpret */
   };
   static const int64_t blocks[] = {1, 2, 3, 7, 64, 128, 1000, 1024, 4096, 1LL << 40, INT64_MAX};
   static const int64_t xs[] = {INT64_MIN, INT64_MIN + 1, -(1LL << 40), -129, -128, -127, -1, 0, 1, 2, 127, 128,
