@@ -153,6 +153,11 @@ struct fl_plan {
    * all have one of these shapes has grid_simple set. Otherwise the programs run. */
   fl__grid_shape grid_dim[3];
   bool grid_simple;
+  /* The common case among those: x computed, y and z constants within the limits. Then a launch
+   * whose x lands in [1, grid_x_max] (the x limit and the product limit divided by y * z) needs
+   * no other check. */
+  bool grid_1d;
+  int64_t grid_x_max;
   /* Runtime argument indices the grid programs read, in increasing order. */
   uint32_t grid_vars[FL__MAX_GRID_VARS];
   size_t ngrid_vars;

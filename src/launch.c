@@ -59,6 +59,23 @@ static inline bool simple_grid(const fl_plan *plan, const fl_value *args, uint32
   return true;
 }
 
+/* plan->grid_1d: true with the grid in out when x lands within the limits; false, having done
+ * nothing, otherwise (resolve_grid then decides, and says why). */
+static inline bool one_dim_grid(const fl_plan *plan, const fl_value *args, uint32_t out[3]) {
+  const fl__grid_shape *sh = &plan->grid_dim[0];
+  const fl_value *a = &args[sh->var];
+  if (FL__UNLIKELY(a->type != FL_VALUE_INT)) return false;
+  int64_t x = a->v.i, g;
+  if (FL__UNLIKELY(x < 0 || x > sh->hi || sh->shift < 0)) return false;
+  int64_t y = x + sh->add;
+  g = (y >> sh->shift) + (sh->ceil && (y & (sh->div - 1)) != 0);
+  if (FL__UNLIKELY(g < 1 || g > plan->grid_x_max)) return false;
+  out[0] = (uint32_t)g;
+  out[1] = (uint32_t)plan->grid_dim[1].value;
+  out[2] = (uint32_t)plan->grid_dim[2].value;
+  return true;
+}
+
 static FL__NOINLINE fl_status resolve_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t out[3],
                               fl_error *err) {
   switch (plan->grid_mode) {
@@ -120,6 +137,20 @@ static inline fl_status pack_runtime(const fl_plan *plan, unsigned char *buf, co
   return FL_OK;
 }
 
+/* The grid of a launch: the static grid and the common computed one inline, the rest through
+ * resolve_grid. fl_plan_resolve_grid answers through this too, so it shows what a launch gets. */
+static inline fl_status launch_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t g[3],
+                                    fl_error *err) {
+  if (FL__LIKELY(plan->grid_mode == FL_GRID_STATIC && grid == NULL)) {
+    g[0] = plan->static_grid[0];
+    g[1] = plan->static_grid[1];
+    g[2] = plan->static_grid[2];
+    return FL_OK;
+  }
+  if (plan->grid_1d && grid == NULL && one_dim_grid(plan, args, g)) return FL_OK;
+  return resolve_grid(plan, args, grid, g, err);
+}
+
 fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *args, size_t nargs, const int64_t *grid,
                                uint32_t out[3], fl_error *err) {
   fl_error local;
@@ -128,7 +159,7 @@ fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *args, size_t
   if (nargs != plan->nruntime)
     return fl__fail(err, FL_BAD_ARG_COUNT, true, "args_size_mismatch:%zu:%zu", nargs, plan->nruntime);
   if (nargs && !args) return fl__fail(err, FL_BAD_VALUE, false, "args_null");
-  return resolve_grid(plan, args, grid, out, err);
+  return launch_grid(plan, args, grid, out, err);
 }
 
 fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, size_t nargs, const int64_t *grid,
@@ -148,14 +179,8 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   if (FL__UNLIKELY(st != FL_OK)) return st;
 
   uint32_t g[3];
-  if (FL__LIKELY(plan->grid_mode == FL_GRID_STATIC && grid == NULL)) {
-    g[0] = plan->static_grid[0]; /* the common case, without the call */
-    g[1] = plan->static_grid[1];
-    g[2] = plan->static_grid[2];
-  } else {
-    st = resolve_grid(plan, args, grid, g, err);
-    if (FL__UNLIKELY(st != FL_OK)) return st;
-  }
+  st = launch_grid(plan, args, grid, g, err);
+  if (FL__UNLIKELY(st != FL_OK)) return st;
   /* A grid with a zero dimension runs no program: like Triton's launchers, launch nothing. */
   if (FL__UNLIKELY(g[0] == 0 || g[1] == 0 || g[2] == 0)) {
     fl__ok(err);

@@ -122,6 +122,17 @@ static fl_status build_grid_program(fl_plan *plan, const fl_plan_desc *desc, fl_
       plan->grid_simple = false;
     }
   }
+  const fl__grid_shape *gd = plan->grid_dim;
+  const int64_t *max = plan->base->grid_max;
+  if (plan->grid_simple && !gd[0].constant && gd[1].constant && gd[2].constant && gd[1].value >= 1 &&
+      gd[1].value <= max[1] && gd[2].value >= 1 && gd[2].value <= max[2]) {
+    plan->grid_1d = true;
+    plan->grid_x_max = max[0];
+    if (plan->grid_max_product) { /* y * z <= 2^62: each is at most 2^31 - 1 */
+      int64_t x_max = (int64_t)(plan->grid_max_product / (uint64_t)(gd[1].value * gd[2].value));
+      if (x_max < plan->grid_x_max) plan->grid_x_max = x_max;
+    }
+  }
   if (!all_constant) return FL_OK;
   int64_t g[3];
   for (int d = 0; d < 3; d++) {
