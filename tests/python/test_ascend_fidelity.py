@@ -23,6 +23,7 @@ import struct
 
 import pytest
 
+from conftest import reference_unavailable
 from fastlaunch import FastLaunchError, Plan
 from fldev import ascend_standin, ta_reference
 
@@ -402,7 +403,7 @@ def rt():
         ta_reference.driver_source()
         ta_reference.reference({0: "i32"}, {}, ffts=False, force_simt_only=True)  # compiler check
     except ta_reference.Unavailable as e:
-        pytest.skip(f"Triton-Ascend reference unavailable: {e}")
+        reference_unavailable(f"Triton-Ascend reference unavailable: {e}")
     return ascend_standin.load(queue=False)
 
 
@@ -435,7 +436,7 @@ def test_struct_text_is_the_generators():
     try:
         text = ta_reference.struct_for(*SIGNATURES["every_kind"], ffts=False, force_simt_only=True)
     except ta_reference.Unavailable as e:
-        pytest.skip(str(e))
+        reference_unavailable(str(e))
     assert text.startswith("struct __attribute__((packed)) {") and text.endswith("};")
     assert "ffts_addr" not in text and "syncBlockLock" not in text
     assert ta_reference.struct_members(text) == [f"arg{i}" for i in (0, 1, 3, 4, 6, 7, 8, 9, 10, 11)] + [

@@ -16,6 +16,8 @@ import textwrap
 
 import pytest
 
+from conftest import reference_unavailable
+
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
@@ -27,6 +29,8 @@ import torch
 from fldev import ascend_standin, tn_reference
 try:
     tn_reference.load()
+except tn_reference.Incompatible as e:
+    print("INCOMPATIBLE", str(e).splitlines()[0]); sys.exit(0)
 except tn_reference.Unavailable as e:
     print("UNAVAILABLE", str(e).splitlines()[0]); sys.exit(0)
 rt = ascend_standin.load(queue=True)
@@ -76,8 +80,11 @@ def run_child(body: str, env=None, timeout=300):
     child_env.update(env or {})
     proc = subprocess.run([sys.executable, "-c", code], env=child_env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"child failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
+    if proc.stdout.startswith("INCOMPATIBLE"):  # torch_npu 2.14.0's runtime needs a newer Inductor
+        pytest.skip(proc.stdout.strip()[len("INCOMPATIBLE "):])
     if proc.stdout.startswith("UNAVAILABLE"):
-        pytest.skip(f"torch-npu {proc.stdout.strip()} (the wheel is fetched from PyPI at test set-up)")
+        reference_unavailable(f"torch-npu wheel: {proc.stdout.strip()[len('UNAVAILABLE '):]} "
+                              "(fetched from PyPI at test set-up)")
     return proc.stdout
 
 

@@ -54,7 +54,12 @@ MODULES = (
 SOC_VERSION = 223
 CUBE_CORES, VECTOR_CORES = 24, 48
 
-__all__ = ["Unavailable", "load", "cache_dir", "files"]
+__all__ = ["Unavailable", "Incompatible", "load", "cache_dir", "files"]
+
+
+class Incompatible(Unavailable):
+    """The wheel was fetched, but its runtime does not load with this torch (built for torch 2.14,
+    it reads names older Inductors lack)."""
 
 
 def cache_dir() -> str:
@@ -190,6 +195,6 @@ def load() -> types.ModuleType:
         except (ImportError, AttributeError) as exc:  # built for torch 2.14: older Inductors lack names
             import torch
 
-            raise Unavailable(f"torch-npu {VERSION}'s {name} does not load with torch {torch.__version__}: "
-                              f"{exc}") from exc
+            raise Incompatible(f"torch-npu {VERSION}'s {name} does not load with torch {torch.__version__}: "
+                               f"{exc}") from exc
     return mod
