@@ -91,6 +91,18 @@ def _def_args(launcher):
     return names
 
 
+def _ignored_positions(call_names, abi_names, folded):
+    """Positions of the call's arguments the plan skips: those not in the binary's ABI, allowed when
+    Triton folded their value in, refused otherwise; the rest must be the ABI's, in its order."""
+    ignore = [i for i, n in enumerate(call_names) if n not in abi_names]
+    for i in ignore:
+        if call_names[i] not in folded:
+            raise FastLaunchPlanUnavailable(f"runtime_arg_not_in_abi:{call_names[i]}")
+    if [n for n in call_names if n in abi_names] != list(abi_names):
+        raise FastLaunchPlanUnavailable(f"launcher_abi_mismatch:{len(call_names)}:{len(abi_names)}")
+    return ignore
+
+
 def _static_kernel(launcher):
     """The StaticallyLaunched*Kernel behind a static launcher (its runner is that kernel's run)."""
     runner = _scope(launcher).get("runner")
@@ -225,14 +237,7 @@ class InductorAdapter(Adapter):
             raise FastLaunchPlanUnavailable("grid_outside_launcher")  # older Inductor passes grid=
         names, kinds, folded = _abi_from_meta(autotuner)
         def_args = _def_args(launcher)
-        # Positional arguments the call site passes that are not in the binary's ABI: allowed when
-        # Triton folded their value in (the plan skips them), refused otherwise.
-        ignore = [i for i, n in enumerate(def_args) if n not in names]
-        for i in ignore:
-            if def_args[i] not in folded:
-                raise FastLaunchPlanUnavailable(f"runtime_arg_not_in_abi:{def_args[i]}")
-        if [n for n in def_args if n in names] != names:
-            raise FastLaunchPlanUnavailable(f"launcher_abi_mismatch:{len(def_args)}:{len(names)}")
+        ignore = _ignored_positions(def_args, names, folded)
         if len(args) != len(def_args):
             raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{len(def_args)}")
         grid = [_inline(e, {n: v for n, v in folded.items() if n in def_args}) for e in
@@ -404,12 +409,7 @@ class NpuInductorAdapter(InductorAdapter):
                                                                          names[:len(names) - len(fixed_names)]):
             raise FastLaunchPlanUnavailable("npu:runtime_blocks_not_last_in_abi")
         runtime_names = names[:len(names) - len(fixed_names)]
-        ignore = [i for i, n in enumerate(call_names) if n not in runtime_names]
-        for i in ignore:
-            if call_names[i] not in folded:
-                raise FastLaunchPlanUnavailable(f"runtime_arg_not_in_abi:{call_names[i]}")
-        if [n for n in call_names if n in runtime_names] != runtime_names:
-            raise FastLaunchPlanUnavailable(f"launcher_abi_mismatch:{len(call_names)}:{len(runtime_names)}")
+        ignore = _ignored_positions(call_names, runtime_names, folded)
         values = dict(zip(block_names, block_values))
         fixed = [values[n] for n in fixed_names]
         numels = [a for a in (getattr(autotuner.fn, "arg_names", None) or arg_names) if "_numel" in a]
