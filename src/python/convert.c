@@ -22,6 +22,19 @@ static int fail_extract(fl_error *err, const char *what, size_t i, const char *k
 /* Reads a Python int: 0 when it fits 64 bits (signed or unsigned), 1 when above UINT64_MAX, 2 when
  * below INT64_MIN, -1 with an exception set. */
 static int int_value(PyObject *obj, fl_value *out) {
+  uint64_t mag;
+  int neg;
+  if (PyLong_CheckExact(obj) && fl_ext_int_digits(obj, &mag, &neg)) {
+    if (!neg) {
+      *out = mag <= (uint64_t)INT64_MAX ? fl_int((int64_t)mag) : fl_uint(mag);
+      return 0;
+    }
+    if (mag <= (uint64_t)INT64_MAX + 1) {
+      *out = fl_int(mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag);
+      return 0;
+    }
+    return 2;
+  }
   int overflow = 0;
   long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
   if (overflow == 0) {
@@ -58,6 +71,12 @@ static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
     }
     PyObject *addr;
     if (PyLong_CheckExact(obj)) {
+      uint64_t fast;
+      if (fl_ext_u64_of(obj, &fast)) {
+        out->type = FL_VALUE_PTR;
+        out->v.p = fast;
+        return 0;
+      }
       unsigned long long a = PyLong_AsUnsignedLongLong(obj);
       if (!(a == (unsigned long long)-1 && PyErr_Occurred())) {
         out->type = FL_VALUE_PTR;
@@ -259,6 +278,11 @@ int fl_ext_parse_stream(PyObject *obj, uint64_t *stream, fl_error *err) {
   }
   if (!PyLong_Check(obj) || PyBool_Check(obj))
     return fail_reason(err, FL_BAD_STREAM, "stream_invalid_type:%.40s", Py_TYPE(obj)->tp_name);
+  uint64_t fast;
+  if (fl_ext_u64_of(obj, &fast)) {
+    *stream = fast;
+    return 0;
+  }
   unsigned long long s = PyLong_AsUnsignedLongLong(obj);
   if (s == (unsigned long long)-1 && PyErr_Occurred()) {
     PyErr_Clear(); /* negative or past 64 bits */

@@ -5,7 +5,8 @@
  *   1. errors.c    the module state of a type, the error types, raising from an fl_error
  *   2. convert.c   Python objects <-> the contract's values: launch arguments, streams, grids, kinds,
  *                  strings, targets, layouts (one policy for each, used by every caller)
- *   3. host_kernel.c, plan_obj.c, entry.c   the types (HostKernel, Plan, FinalizedLaunch)
+ *   3. host_kernel.c, plan_obj.c, entry.c, jit.c   the types (HostKernel, Plan, FinalizedLaunch, and
+ *      Triton's JIT dispatcher: JitDispatcher, JitCall, JitSubscript)
  *   4. testing.c   hooks for tests and benchmarks (fault injection, grid_eval, Floor, loops)
  *   5. module.c    the module: state, functions, the types and hooks registered
  * Nothing here names a backend: what differs between backends comes from fl_backend_info_get. */
@@ -30,6 +31,13 @@ typedef struct {
   PyObject *str_stream;
   PyObject *str_grid;
   PyObject *str_fallback;     /* the bound launch's method called when the entry cannot launch */
+  PyObject *str_warmup;
+  PyObject *str_run;
+  /* Triton's JIT (jit.c): the dispatcher, the kernel[grid] object, the class's __getitem__. */
+  PyTypeObject *jit_type;
+  PyTypeObject *jit_call_type;
+  PyTypeObject *jit_subscript_type;
+  int dict_watcher;           /* 3.12+: the watcher id of the JIT's watched dicts */
   /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
   const fl_tensor_door *door;
   int door_state;             /* 0 not tried yet, 1 in use, -1 refused (door_why says why) */
@@ -45,6 +53,39 @@ typedef struct {
 #else
 #define FL_EXT_UNLIKELY(x) (x)
 #endif
+
+/* Reads an exact int (never a subclass) whose magnitude fits 64 bits straight from its digits: the C
+ * API's unsigned conversion of a multi-digit int goes through a byte-array path that costs about 200
+ * instructions, and device pointers and stream handles (0x7f...) are such ints. Returns 1 with the
+ * magnitude in *mag and the sign in *neg; 0 when the magnitude needs more than 64 bits. */
+static inline int fl_ext_int_digits(PyObject *obj, uint64_t *mag, int *neg) {
+  const PyLongObject *v = (const PyLongObject *)obj;
+#if PY_VERSION_HEX >= 0x030C0000
+  uintptr_t tag = v->long_value.lv_tag; /* digit count << 3 | sign (0 positive, 1 zero, 2 negative) */
+  size_t nd = (size_t)(tag >> 3);
+  const digit *d = v->long_value.ob_digit;
+  *neg = (tag & 3) == 2;
+#else
+  Py_ssize_t size = Py_SIZE(v);
+  size_t nd = (size_t)(size < 0 ? -size : size);
+  const digit *d = v->ob_digit;
+  *neg = size < 0;
+#endif
+  uint64_t m = 0;
+  for (size_t i = nd; i-- > 0;) {
+    if (m >> (64 - PyLong_SHIFT)) return 0;
+    m = (m << PyLong_SHIFT) | d[i];
+  }
+  *mag = m;
+  return 1;
+}
+
+/* An exact int in [0, 2^64): 1 and *out; 0 otherwise (negative, larger, or not an exact int). */
+static inline int fl_ext_u64_of(PyObject *obj, uint64_t *out) {
+  int neg;
+  if (!PyLong_CheckExact(obj) || !fl_ext_int_digits(obj, out, &neg)) return 0;
+  return !neg || *out == 0;
+}
 
 /* ---- 1. errors.c ---- */
 /* The state of the module that created `type` (the extension's types cannot be subclassed). */
@@ -129,6 +170,9 @@ int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs,
                        const int64_t *grid, fl_error *err);
 
 int fl_ext_add_entry_type(PyObject *module, fl_ext_state *st);
+
+/* Triton's JIT: JitDispatcher, JitCall, JitSubscript and jit_torch_shim(). */
+int fl_ext_add_jit_types(PyObject *module, fl_ext_state *st);
 
 /* ---- 4. testing.c ---- */
 extern PyMethodDef fl_ext_testing_methods[];

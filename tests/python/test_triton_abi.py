@@ -197,9 +197,20 @@ def test_tuple_arguments_are_flattened():
 
     abi = abi_of(Kernel())
     assert abi.kinds == ["ptr", "i32", "i64", "fp16"]
-    assert abi.names == ["t.0", "t.1", "n", "u.0"]
+    assert abi.names == ["t_0", "t_1", "n", "u_0"]
     assert abi.positions == [(0, 0), (0, 1), (1, None), (2, 0)]
     assert abi.hidden_ptrs == 2
+    # The names are plan names: a plan takes them (they once failed its identifier check).
+    plan = fastlaunch.Plan(None, abi.kinds, backend="null", abi="cuda", arg_names=abi.names, grid=(1,))
+    assert len(plan.layout["args"]) == 4
+
+
+def test_tuple_member_names_never_collide_with_parameters():
+    from fastlaunch.triton import abi_from_signature
+
+    names, kinds, positions, _ = abi_from_signature({"t": ("*fp32", "i32"), "t_0": "i32"}, {}, ["t", "t_0"])
+    assert names == ["t_0", "t_1", "_t_0"] and kinds == ["ptr", "i32", "i32"]
+    assert len(set(names)) == 3 and all(n.isidentifier() for n in names)
 
 
 def test_clusters_as_each_triton_launches_them():
