@@ -387,6 +387,40 @@ FL_EXTERN fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *ar
                                          const int64_t *grid, uint32_t out[3], fl_error *err);
 
 /* ---------------------------------------------------------------------------------------------
+ * Grid programs: the expressions a plan's grid is computed from (plans compile them through
+ * fl_plan_desc.grid_exprs); alone, for a caller that computes a grid itself (the JIT dispatcher's
+ * grid callables) and for tools and tests.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct fl_grid_program fl_grid_program;
+
+/* Compiles one expression. `names` (nnames entries, may be NULL) name the variables; $N names
+ * variable N. The language is Python's integer expressions, with Python's precedence: decimal
+ * literals, + - * // % << >>, unary + -, min(...), max(...), cdiv(a, b) and ceildiv(a, b) (ceiling
+ * division), one comparison == != < <= > >= (1 when true, 0 when false; a chained a < b < c is
+ * refused with "grid_expr_syntax:<offset>:chained comparison"), and the conditional `A if C else B`
+ * (lowest precedence, right-associative), which evaluates only the branch C chooses, so
+ * `0 if d == 0 else n // d` never divides by zero. Refuses anything outside the language with
+ * FL_BAD_GRID_PROGRAM and a reason naming the position ("grid_expr_syntax:<offset>:expected 'else'"
+ * and others). Operations on constants are folded at compile time when they succeed; one that would
+ * fail (division by zero, overflow, negative shift) is kept and fails only if and when it is
+ * evaluated, with the FL_GRID_EVAL error of the first failure in evaluation order. A constant
+ * condition keeps only the branch it chooses. A program that reads no variable is evaluated once at
+ * compile time and refused as "grid_expr_const_<error>" when that fails: `1 // 0` and
+ * `n if 0 else 1 // 0` are refused, while `n + 1 // 0` compiles and fails with "grid_div_by_zero"
+ * whenever it is evaluated. */
+FL_EXTERN fl_status fl_grid_program_compile(const char *expr, const char *const *names, size_t nnames,
+                                            fl_grid_program **program, fl_error *err);
+/* Evaluates with Python's integer semantics on int64: floor division and modulo, arithmetic shifts;
+ * division by zero and overflow are FL_GRID_EVAL errors. */
+FL_EXTERN fl_status fl_grid_program_eval(const fl_grid_program *program, const int64_t *vars, size_t nvars,
+                                         int64_t *out, fl_error *err);
+/* True when the program refers to no variable; its value is then known at compile time. */
+FL_EXTERN bool fl_grid_program_is_constant(const fl_grid_program *program);
+/* The largest variable index used, plus one (0 for a constant program). */
+FL_EXTERN size_t fl_grid_program_nvars(const fl_grid_program *program);
+FL_EXTERN void fl_grid_program_free(fl_grid_program *program);
+
+/* ---------------------------------------------------------------------------------------------
  * Memory: a replaceable allocator (for tests that fail each allocation in turn). Set it before
  * creating anything; NULL restores malloc/free.
  * ------------------------------------------------------------------------------------------- */

@@ -83,6 +83,13 @@ typedef struct fl__grid_shape {
 /* Fills *shape when the program has one of those shapes (constants excepted: the caller folds
  * them); false otherwise. */
 bool fl__grid_program_shape(const fl_grid_program *program, fl__grid_shape *shape);
+/* A shape's value at x, for x <= shape->hi (no step can overflow there): floor or ceiling of
+ * (x + add) / div, as Python computes it. The one place the formula is written. */
+static inline int64_t fl__grid_shape_apply(const fl__grid_shape *sh, int64_t x) {
+  int64_t y = x + sh->add, div = sh->div;
+  if (sh->shift >= 0 && y >= 0) return (y >> sh->shift) + (sh->ceil && (y & (div - 1)) != 0);
+  return y / div + (sh->ceil ? y % div > 0 : -(y % div < 0));
+}
 
 /* ---- backends (backend.c and src/backends/) ---- */
 /* One backend: everything the core and the layers above need to know of it. Each backend fills one

@@ -36,6 +36,8 @@ typedef struct ins {
 struct fl_grid_program {
   size_t ncode;
   size_t nvars; /* largest variable index read, plus one */
+  bool shaped;  /* one of fl__grid_shape's shapes: evaluated without the interpreter */
+  fl__grid_shape shape;
   ins code[];
 };
 
@@ -196,6 +198,7 @@ static fl_status b_finish(const builder *b, fl_grid_program **dst, fl_error *err
     return fl__fail(err, FL_NOMEM, false, "nomem:grid_program");
   **dst = h;
   memcpy((*dst)->code, b->code, h.ncode * sizeof(ins));
+  (*dst)->shaped = fl__grid_program_shape(*dst, &(*dst)->shape);
   return FL_OK;
 }
 
@@ -571,6 +574,11 @@ fl_status fl_grid_program_eval(const fl_grid_program *program, const int64_t *va
   /* A constant dimension (Inductor's "1" for y and z) is one CONST: read it without the loop. */
   if (program->ncode == 1 && program->code[0].op == OP_CONST) {
     *out = program->code[0].arg;
+    return FL_OK;
+  }
+  /* A recognised shape within its range: the one formula, no interpreter. */
+  if (program->shaped && vars[program->shape.var] <= program->shape.hi) {
+    *out = fl__grid_shape_apply(&program->shape, vars[program->shape.var]);
     return FL_OK;
   }
   int e = run(program->code, program->ncode, vars, out);

@@ -37,12 +37,7 @@ static inline bool simple_grid(const fl_plan *plan, const fl_value *args, uint32
       return true;
     }
     if (FL__UNLIKELY(x > sh->hi)) return false;
-    int64_t y = x + sh->add, div = sh->div;
-    /* A shift for a power of two (Inductor's blocks) and y >= 0, else a division. */
-    if (FL__LIKELY(sh->shift >= 0 && y >= 0))
-      g[d] = (y >> sh->shift) + (sh->ceil && (y & (div - 1)) != 0);
-    else
-      g[d] = y / div + (sh->ceil ? y % div > 0 : -(y % div < 0));
+    g[d] = fl__grid_shape_apply(sh, x);
   }
   const int64_t *max = plan->base->grid_max;
   uint64_t product;
@@ -67,8 +62,7 @@ static inline bool one_dim_grid(const fl_plan *plan, const fl_value *args, uint3
   if (FL__UNLIKELY(a->type != FL_VALUE_INT)) return false;
   int64_t x = a->v.i, g;
   if (FL__UNLIKELY(x < 0 || x > sh->hi || sh->shift < 0)) return false;
-  int64_t y = x + sh->add;
-  g = (y >> sh->shift) + (sh->ceil && (y & (sh->div - 1)) != 0);
+  g = fl__grid_shape_apply(sh, x);
   if (FL__UNLIKELY(g < 1 || g > plan->grid_x_max)) return false;
   out[0] = (uint32_t)g;
   out[1] = (uint32_t)plan->grid_dim[1].value;
