@@ -29,7 +29,7 @@ const c10::DispatchKeySet refused_keys = c10::DispatchKeySet(c10::DispatchKey::P
                                          c10::DispatchKeySet(c10::DispatchKey::PythonTLSSnapshot) |
                                          c10::DispatchKeySet(c10::DispatchKey::Functionalize);
 
-int unpack(PyObject *obj, uint64_t *ptr, int *where, int *index) noexcept {
+int unpack_typed(PyObject *obj, uint64_t *ptr, int *where, int *index, int *dtype) noexcept {
   // Plain tensors and Parameters only: a subclass may override what data_ptr() means (FakeTensor,
   // functional and wrapper subclasses) and goes the slow way.
   if (!THPVariable_CheckExact(obj)) return 0;
@@ -44,13 +44,19 @@ int unpack(PyObject *obj, uint64_t *ptr, int *where, int *index) noexcept {
     *ptr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->data()));
     *where = where_of(device.type());
     *index = device.has_index() ? device.index() : -1;
+    *dtype = static_cast<int>(impl->dtype().toScalarType());
     return 1;
   } catch (...) {
     return 0;  // whatever torch refused, data_ptr() will say it in its own words
   }
 }
 
-const fl_tensor_door door = {FL_TENSOR_DOOR_VERSION, FL_TORCH_VERSION, unpack};
+int unpack(PyObject *obj, uint64_t *ptr, int *where, int *index) noexcept {
+  int dtype;
+  return unpack_typed(obj, ptr, where, index, &dtype);
+}
+
+const fl_tensor_door door = {FL_TENSOR_DOOR_VERSION, FL_TORCH_VERSION, unpack, unpack_typed};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fastlaunch._tensor",
                           "torch's tensor object for fastlaunch's C extension (a capsule: door)", -1,

@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-#define FL_TENSOR_DOOR_VERSION 1
+#define FL_TENSOR_DOOR_VERSION 2
 #define FL_TENSOR_DOOR_CAPSULE "fastlaunch._tensor.door"
 
 /* Where a tensor's memory lives: the values of fl_memory (fastlaunch.h), which the backends'
@@ -24,6 +24,9 @@ typedef struct fl_tensor_door {
    * undefined, meta or storage-less tensor, anything else): the caller uses data_ptr(). Never
    * raises a Python exception; no C++ exception leaves it. Called with the GIL held. */
   int (*unpack)(PyObject *obj, uint64_t *ptr, int *where, int *index);
+  /* The same, and *dtype gets the tensor's scalar type (torch's c10::ScalarType, a small int): what
+   * Triton's JIT specializes a tensor argument on, with its pointer's alignment. */
+  int (*unpack_typed)(PyObject *obj, uint64_t *ptr, int *where, int *index, int *dtype);
 } fl_tensor_door;
 
 #ifdef __cplusplus
