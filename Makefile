@@ -7,7 +7,7 @@ BUILD := build/release
 ASAN := build/sanitize
 # torch is pinned to the CPU build that pip finds on this kind of machine; triton compiles kernels
 # for a GPU target without a GPU.
-PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.13.0 triton
+PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
 .PHONY: all test test-versions bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python pytest clean
@@ -17,7 +17,7 @@ all: $(VENV)/.installed
 $(VENV)/.deps:
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet $(PY_DEPS)
+	PIP_CONFIG_FILE=/dev/null $(VPY) -m pip install --quiet $(PY_DEPS)
 	touch $@
 
 $(BUILD)/build.ninja: $(VENV)/.deps

@@ -32,6 +32,15 @@ if os.environ.get("FASTLAUNCH_LOG", "").strip().lower() in ("1", "true", "yes", 
     _log.setLevel(logging.DEBUG)
 
 
+if os.environ.get("FASTLAUNCH_TRITON", "").strip().lower() in ("1", "true", "yes", "on"):
+    try:
+        from fastlaunch import triton_jit as _triton_jit
+
+        _triton_jit.enable()
+    except ImportError as _exc:  # triton is optional
+        _log.warning("fastlaunch: FASTLAUNCH_TRITON is set but Triton is unavailable: %s", _exc)
+
+
 if os.environ.get("FASTLAUNCH_INDUCTOR", "").strip().lower() in ("1", "true", "yes", "on"):
     try:
         from fastlaunch import inductor as _inductor
@@ -77,6 +86,7 @@ def report(file=None, *, as_dict: bool = False):
             owners.setdefault(owner, []).append(f"{k}={v}")
         for owner, items in owners.items():
             print(f"  not bound ({owner} keeps these call slots): " + ", ".join(items), file=out)
+    _report_jit(out)
     for r in rows:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(r["fallbacks"].items()))
         refusals = ", ".join(f"{k}={v}" for k, v in sorted(r["refusals"].items()))
@@ -89,3 +99,25 @@ def report(file=None, *, as_dict: bool = False):
             line += f" negative-cached[{r['negative']}]"
         print(line, file=out)
     return rows
+
+
+def _report_jit(out):
+    """Triton JIT kernels served by fastlaunch.triton.enable(): fast and Triton-served calls, with
+    why each call went to Triton ("first_call_of_variant": Triton compiled or looked up the variant,
+    then fastlaunch bound it)."""
+    mod = sys.modules.get("fastlaunch.triton_jit")
+    if mod is None:
+        return
+    sites = mod.sites()
+    fast = sum(c["fast"] for _, c in sites)
+    total = fast + sum(c["stock"] for _, c in sites)
+    print(f"  Triton JIT kernels (kernel[grid](...)): {len(sites)}, {fast} of {total} calls on the fast path",
+          file=out)
+    for reason, n in sorted(mod.not_bound().items()):
+        print(f"  not served (Triton's own dispatch keeps them): {reason}={n}", file=out)
+    for name, c in sites:
+        reasons = ", ".join(f"{k}={v}" for k, v in sorted(c["stock_reasons"].items()))
+        line = f"  {name}: fast={c['fast']} triton={c['stock']} variants={c['variants']}"
+        if c["grid_calls"]:
+            line += f" grid-called={c['grid_calls']}"
+        print(line + (f" triton-reasons[{reasons}]" if reasons else ""), file=out)

@@ -19,7 +19,7 @@ from fastlaunch._C import FastLaunchPlanUnavailable, Plan
 
 @dataclass
 class TritonABI:
-    names: list            # the ABI arguments' names (tuple members as "name.j")
+    names: list            # the ABI arguments' names (tuple members as "name_j")
     kinds: list            # their kinds (kind names)
     positions: list        # for each ABI argument, (index of the Python argument, tuple member or None)
     hidden_ptrs: int       # trailing pointer slots (global scratch, profile scratch)
@@ -105,6 +105,18 @@ def launch_options_of(metadata) -> dict:
             "pdl": bool(_meta(metadata, "launch_pdl", False))}
 
 
+def _unique_names(names):
+    """Plan argument names are identifiers, unique: a tuple member is `<tuple>_<j>`, with more
+    underscores where a parameter of that name exists already."""
+    seen, out = set(), []
+    for n in names:
+        while n in seen:
+            n = "_" + n
+        seen.add(n)
+        out.append(n)
+    return out
+
+
 def abi_from_signature(signature, constants, arg_names):
     """The one mapping from a Triton signature to launch ABI arguments, for every caller (compiled
     kernels, Inductor's triton_meta): constexprs (declared, or specialized and listed in the
@@ -134,9 +146,10 @@ def abi_from_signature(signature, constants, arg_names):
             path = (pos, j) if isinstance(ty, tuple) else (pos,)
             if mty == "constexpr" or path in const_keys:
                 continue
-            names.append(f"{name}.{j}" if isinstance(ty, tuple) else name)
+            names.append(f"{name}_{j}" if isinstance(ty, tuple) else name)
             types.append(mty)
             positions.append((pos, j if isinstance(ty, tuple) else None))
+    names = _unique_names(names)
     try:
         kinds = _C.kinds(types)
     except FastLaunchPlanUnavailable as exc:
@@ -203,3 +216,18 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
     return Plan(function, abi.kinds, backend=backend, abi="cuda", options=options, owner=compiled,
                 fixed_args=list(fixed_args), grid=grid, grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
                 name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None))
+
+
+def enable(*, backend: str = "cuda") -> None:
+    """Serves every `@triton.jit` kernel's `kernel[grid](...)` through fastlaunch's C dispatcher
+    (fastlaunch.triton_jit); `FASTLAUNCH_TRITON=1` does the same at import."""
+    from fastlaunch import triton_jit
+
+    triton_jit.enable(backend=backend)
+
+
+def disable() -> None:
+    """Gives every `@triton.jit` kernel back to Triton's own dispatch."""
+    from fastlaunch import triton_jit
+
+    triton_jit.disable()

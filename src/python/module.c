@@ -210,6 +210,7 @@ static int module_exec(PyObject *module) {
   if (fl_ext_add_host_kernel_type(module, st) < 0) return -1;
   if (fl_ext_add_plan_type(module, st) < 0) return -1;
   if (fl_ext_add_entry_type(module, st) < 0) return -1;
+  if (fl_ext_add_jit_types(module, st) < 0) return -1;
   if (fl_ext_add_testing_types(module, st) < 0) return -1;
   if (PyModule_AddFunctions(module, fl_ext_testing_methods) < 0) return -1;
   if (PyModule_AddIntConstant(module, "STACK_ARGS", 4096) < 0) return -1;
@@ -223,6 +224,9 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(st->plan_type);
   Py_VISIT(st->entry_type);
   Py_VISIT(st->host_kernel_type);
+  Py_VISIT(st->jit_type);
+  Py_VISIT(st->jit_call_type);
+  Py_VISIT(st->jit_subscript_type);
   return 0;
 }
 
@@ -237,6 +241,11 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->str_stream);
   Py_CLEAR(st->str_grid);
   Py_CLEAR(st->str_fallback);
+  Py_CLEAR(st->str_warmup);
+  Py_CLEAR(st->str_run);
+  Py_CLEAR(st->jit_type);
+  Py_CLEAR(st->jit_call_type);
+  Py_CLEAR(st->jit_subscript_type);
   return 0;
 }
 

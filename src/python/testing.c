@@ -228,6 +228,60 @@ done:
   return result;
 }
 
+/* n calls of obj[key](*args, **kwargs): Triton's `kernel[grid](...)`, subscript included. */
+__attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop_subscript(
+    PyObject *obj, PyObject *key, PyObject *const *argv, size_t nargs, PyObject *kwnames, long long n, long long *ns) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long long i = 0; i < n; i++) {
+    PyObject *call = PyObject_GetItem(obj, key);
+    if (!call) return NULL;
+    PyObject *r = PyObject_Vectorcall(call, argv, nargs, kwnames);
+    Py_DECREF(call);
+    if (!r) return NULL;
+    Py_DECREF(r);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *ns = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+  return Py_None;
+}
+
+/* bench_subscript_loop(obj, key, args, kwargs, n) -> ns. */
+static PyObject *ext_bench_subscript_loop(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *obj, *key, *call_args, *kwargs;
+  long long n;
+  if (!PyArg_ParseTuple(args, "OOO!O!L:bench_subscript_loop", &obj, &key, &PyTuple_Type, &call_args, &PyDict_Type,
+                        &kwargs, &n))
+    return NULL;
+  Py_ssize_t nargs = PyTuple_GET_SIZE(call_args), nkw = PyDict_GET_SIZE(kwargs);
+  PyObject **argv = PyMem_Calloc((size_t)(nargs + nkw) + 1, sizeof(PyObject *));
+  PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL;
+  PyObject *result = NULL;
+  if (!argv || (nkw && !kwnames)) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < nargs; i++) argv[i] = Py_NewRef(PyTuple_GET_ITEM(call_args, i));
+  Py_ssize_t pos = 0, k = 0;
+  PyObject *kname, *value;
+  while (PyDict_Next(kwargs, &pos, &kname, &value)) {
+    PyTuple_SET_ITEM(kwnames, k, Py_NewRef(kname));
+    argv[nargs + k++] = Py_NewRef(value);
+  }
+  Py_INCREF(obj);
+  Py_INCREF(key);
+  long long ns = 0;
+  if (fl_bench_loop_subscript(obj, key, argv, (size_t)nargs, kwnames, n, &ns)) result = PyLong_FromLongLong(ns);
+  Py_DECREF(obj);
+  Py_DECREF(key);
+  for (Py_ssize_t i = 0; i < nargs + k; i++) Py_DECREF(argv[i]);
+done:
+  Py_XDECREF(kwnames);
+  PyMem_Free(argv);
+  return result;
+}
+
 /* bench_launch_loop(plan, args, stream, n) -> ns: the backend's own launch loop (for cuda, the
  * driver's cuLaunchKernel in C) over this plan's kernel and arguments: the floor of a device. */
 static PyObject *ext_bench_launch_loop(PyObject *module, PyObject *args) {
@@ -322,6 +376,8 @@ PyMethodDef fl_ext_testing_methods[] = {
     {"bench_unpack", ext_bench_unpack, METH_VARARGS,
      "bench_unpack(tensors, rounds) -> (door_ns, data_ptr_ns, door_sum, data_ptr_sum): ns per tensor each way"},
 
+    {"bench_subscript_loop", ext_bench_subscript_loop, METH_VARARGS,
+     "bench_subscript_loop(obj, key, args, kwargs, n) -> ns: n calls of obj[key](*args, **kwargs) in C"},
     {"bench_loop", ext_bench_loop, METH_VARARGS,
      "bench_loop(callable, args, kwargs, n) -> ns: n calls from a C loop, for benchmarks"},
     {"bench_launch_loop", ext_bench_launch_loop, METH_VARARGS,

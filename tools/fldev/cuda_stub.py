@@ -19,6 +19,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The stand-in driver's current stream: a handle of the size real ones have (0x7f...).
+STREAM = 0x7F3A_5C00_1230
 
 
 class StubState(ctypes.Structure):
@@ -88,10 +90,11 @@ def load(directory=None):
     except AttributeError:
         pass
     d = nv.CudaDriver()
-    # torch here has no CUDA: the driver asks the stub for its device and stream instead.
-    d.get_current_device = d._get_current_device if hasattr(d, "_get_current_device") else (lambda: 0)
+    # torch here has no CUDA: the driver's device and stream come from C callables standing in for
+    # torch's (device 0; a stream handle of a realistic size), as cheap to call as torch's own.
+    d.get_current_device = (0).__index__
     d.set_current_device = lambda device: None
-    d.get_current_stream = lambda device=None: 0
+    d.get_current_stream = {0: STREAM}.get
     d.get_device_capability = lambda device=None: (9, 0)
     triton.runtime.driver.set_active(d)
     return _stub

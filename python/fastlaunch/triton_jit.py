@@ -1,0 +1,537 @@
+"""Triton's JIT served by fastlaunch: `kernel[grid](*args, **kwargs)` through a C dispatcher.
+
+`enable()` puts fastlaunch's JitSubscript in `JITFunction.__getitem__` and, at a kernel's first
+subscript, a JitDispatcher in its call slot (the instance attribute `run`). The dispatcher (C,
+src/python/jit.c) keys each call on what Triton specializes on and launches the plan bound under
+that key; this module is its policy:
+  - `bind`: after Triton's own run served a call whose key had no plan (Triton compiled the variant
+    if needed and launched it), a plan is built from the CompiledKernel that run returned, with the
+    grid callable compiled into a grid program when its body allows;
+  - `revalidate`: whenever something the dispatcher watches changed (Triton's knobs, the
+    environment, the active driver, the globals the kernel or its grid read), what holds now: the
+    device and stream sources, the launch hook lists, a reason to send every call to Triton (a
+    changed global the kernel uses: Triton raises its RuntimeError), and whether bound variants
+    still stand (a knob or environment change that enters Triton's key forgets them).
+Triton stays the compiler and the authority on variants: a call fastlaunch cannot key, or whose
+key has no plan yet, goes to Triton's run before anything was submitted.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import logging
+import os
+import types
+import weakref
+
+from fastlaunch import _C
+from fastlaunch._C import FastLaunchPlanUnavailable
+
+log = logging.getLogger("fastlaunch")
+
+_state = {"enabled": False, "had_getitem": False, "getitem": None, "backend": "cuda"}
+_dispatchers: "weakref.WeakSet" = weakref.WeakSet()
+_not_bound: dict = {}
+
+
+def enable(*, backend: str = "cuda") -> None:
+    """Serves every `@triton.jit` kernel's `kernel[grid](...)` (and `kernel.run(...)`) through
+    fastlaunch from now on: kernels already defined and those defined later. Idempotent."""
+    from triton.runtime.jit import JITFunction
+
+    if _state["enabled"]:
+        return
+    _state["had_getitem"] = "__getitem__" in JITFunction.__dict__
+    stock = JITFunction.__getitem__
+    _state["getitem"] = stock
+    _state["backend"] = backend
+    JITFunction.__getitem__ = _C.JitSubscript(stock, _attach)
+    _state["enabled"] = True
+    log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
+
+
+def disable() -> None:
+    """Gives every call slot back to Triton."""
+    from triton.runtime.jit import JITFunction
+
+    if not _state["enabled"]:
+        return
+    if _state["had_getitem"]:
+        JITFunction.__getitem__ = _state["getitem"]
+    else:
+        del JITFunction.__getitem__
+    for d in list(_dispatchers):
+        fn = d.fn
+        if vars(fn).get("run") is d:
+            del fn.__dict__["run"]
+        d.clear()
+    for fn in list(_refused):
+        fn.__dict__.pop("run", None)
+    _refused.clear()
+    _state["enabled"] = False
+
+
+_refused: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _refuse(fn, reason):
+    _not_bound[reason] = _not_bound.get(reason, 0) + 1
+    fn.__dict__["run"] = type(fn).run.__get__(fn)  # the subscript sees Triton's own run: stock
+    _refused.add(fn)
+    log.debug("fastlaunch: %s not served: %s", getattr(fn, "__name__", fn), reason)
+
+
+def _attach(fn) -> None:
+    """Installs a dispatcher in `fn`'s call slot at its first subscript (or marks it stock)."""
+    from triton.runtime.jit import JITFunction
+
+    if "run" in vars(fn):
+        return
+    if type(fn).run is not JITFunction.run or getattr(fn, "is_gluon", lambda: False)():
+        return _refuse(fn, "jit_subclass")
+    try:
+        policy = _Policy(fn, _state["backend"])
+        params = list(fn.params)
+        names = tuple(p.name for p in params)
+        consts = tuple(bool(p.is_constexpr) for p in params)
+        defaults = tuple((p.default,) if p.has_default else () for p in params)
+        d = _C.JitDispatcher(fn, type(fn).run.__get__(fn), policy, param_names=names, param_const=consts,
+                             defaults=defaults, option_names=policy.option_names(),
+                             pre_run_hooks=fn.pre_run_hooks)
+    except Exception as exc:  # a Triton this does not recognise: Triton keeps the kernel
+        return _refuse(fn, f"unrecognised:{type(exc).__name__}")
+    policy.dispatcher = weakref.ref(d)
+    fn.__dict__["run"] = d
+    _dispatchers.add(d)
+
+
+def sites():
+    """(name, counts) of every kernel with a dispatcher, for report()."""
+    out = []
+    for d in list(_dispatchers):
+        fn = d.fn
+        out.append((f"jit:{getattr(fn, '__name__', '?')}", d.counts))
+    return sorted(out, key=lambda x: x[0])
+
+
+def not_bound():
+    return dict(_not_bound)
+
+
+# ---- the policy of one kernel ----
+
+def _knob(obj, name, default=None):
+    try:
+        return getattr(obj, name)
+    except Exception:
+        return default
+
+
+def _is_torch_current_device(f):
+    try:
+        import torch
+
+        return f is torch.cuda.current_device
+    except Exception:
+        return False
+
+
+def _is_torch_raw_stream(f):
+    try:
+        import torch
+
+        return f is getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    except Exception:
+        return False
+
+
+class _Policy:
+    def __init__(self, fn, backend):
+        self.fn = fn
+        self.backend = backend
+        self.dispatcher = None
+        self.snapshot = None
+        self.guards = []  # (dict, name, object or _ABSENT): what traced grids read from modules
+
+    def option_names(self):
+        import triton
+        from triton.compiler import make_backend
+
+        target = triton.runtime.driver.active.get_current_target()
+        opts = make_backend(target).parse_options({})
+        return tuple(f.name for f in dataclasses.fields(opts))
+
+    # What enters Triton's key besides the arguments: a change forgets every bound variant.
+    def _key_snapshot(self):
+        import triton
+
+        knobs = triton.knobs
+        env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("TRITON_", "MLIR_", "LLVM_"))))
+        return (bool(getattr(self.fn, "debug", False)), _knob(knobs.runtime, "debug"),
+                _knob(knobs.compilation, "instrumentation_mode"),
+                _knob(knobs.compilation, "fpsan_homomorphic_casts"), env, id(triton.runtime.driver.active))
+
+    def _watched(self):
+        import triton
+
+        knobs = triton.knobs
+        dicts = [os.environ._data, vars(self.fn), vars(triton.runtime.driver), vars(triton.runtime.driver.active)]
+        for name in ("runtime", "compilation", "language", "nvidia", "amd", "cache"):
+            obj = getattr(knobs, name, None)
+            if obj is not None and hasattr(obj, "__dict__"):
+                dicts.append(vars(obj))
+        for (_, _), (_, g) in getattr(self.fn, "used_global_vals", {}).items():
+            dicts.append(g)
+        dicts.extend(g for g, _, _ in self.guards)
+        seen, out = set(), []
+        for d in dicts:
+            if isinstance(d, dict) and id(d) not in seen:
+                seen.add(id(d))
+                out.append(d)
+        return tuple(out)
+
+    def _stock_reason(self, driver):
+        import triton
+
+        knobs = triton.knobs
+        if _knob(knobs.compilation, "instrumentation_mode", "") not in ("", None):
+            return "instrumentation"
+        if _knob(knobs.runtime, "add_stages_inspection_hook") is not None:
+            return "stages_inspection_hook"
+        if not hasattr(driver, "get_current_stream") or not hasattr(driver, "get_current_device"):
+            return "driver_unrecognised"
+        not_present = object()
+        for (name, _), (val, g) in getattr(self.fn, "used_global_vals", {}).items():
+            if g.get(name, not_present) != val:
+                return "global_changed"  # Triton's run raises its RuntimeError
+        return None
+
+    def _hook_lists(self):
+        import triton
+
+        lists = []
+        for name in ("launch_enter_hook", "launch_exit_hook"):
+            hook = _knob(triton.knobs.runtime, name)
+            if hook is None:
+                continue
+            calls = getattr(hook, "calls", None)
+            if not isinstance(calls, list):
+                return None  # a plain callable: active while set
+            lists.append(calls)
+        return tuple(lists)
+
+    def revalidate(self):
+        """(stock reason or None, device_fn, stream_fn, hook lists, watched dicts): called by the
+        dispatcher when a watched dict changed (and at its first call)."""
+        import triton
+
+        driver = triton.runtime.driver.active
+        d = self.dispatcher() if self.dispatcher else None
+        snap = self._key_snapshot()
+        guards_hold = all((g.get(name, _ABSENT) is obj) for g, name, obj in self.guards)
+        if d is not None and (snap != self.snapshot or not guards_hold):
+            d.clear()
+            self.guards = []
+        self.snapshot = snap
+        reason = self._stock_reason(driver)
+        hooks = self._hook_lists()
+        if hooks is None:
+            reason, hooks = reason or "launch_hooks", ()
+        dev = getattr(driver, "get_current_device", None)
+        stream = getattr(driver, "get_current_stream", None)
+        if _is_torch_current_device(dev) and _is_torch_raw_stream(stream) and _C.jit_torch_shim():
+            dev = stream = None  # torch's C shim: no Python call per launch
+        return (reason, dev, stream, hooks, self._watched())
+
+    def bind(self, key, kernel, args, kwargs, grid):
+        """Binds the variant Triton's run used for a call whose key had no plan."""
+        d = self.dispatcher() if self.dispatcher else None
+        if d is None:
+            return
+        bound = _bind_arguments(self.fn, args, kwargs)
+        # What the key holds by address: constexpr and option values, tensors' dtypes (never a
+        # tensor: the plan must not keep the first call's memory alive).
+        consts = {p.name for p in self.fn.params if p.is_constexpr}
+        keep = tuple(v for k, v in bound.items() if k in consts)
+        keep += tuple(v for k, v in kwargs.items() if k not in bound)
+        keep += tuple(getattr(v, "dtype", None) for v in bound.values() if hasattr(v, "data_ptr"))
+        try:
+            plan, positions = self._plan(kernel)
+        except FastLaunchPlanUnavailable as exc:
+            d._insert(key, kernel, None, (), None, keep, exc.reason)
+            log.debug("fastlaunch: %s variant refused: %s", self.fn.__name__, exc.reason)
+            d.invalidate()
+            return
+        spec = None
+        if callable(grid) and not isinstance(grid, (tuple, list)):
+            spec = self._grid_spec(grid, bound)
+        try:
+            d._insert(key, kernel, plan, positions, spec, keep, None)
+        except FastLaunchPlanUnavailable:
+            d._insert(key, kernel, plan, positions, None, keep, None)  # the grid is called instead
+        d.invalidate()  # used_global_vals and the grid's guards enter the watched set
+
+    def _plan(self, kernel):
+        from fastlaunch.triton import abi_of, plan_from_compiled
+
+        abi = abi_of(kernel)
+        params = [p.name for p in self.fn.params]
+        if not all(isinstance(p, int) and 0 <= p < len(params) for p, _ in abi.positions):
+            raise FastLaunchPlanUnavailable("signature_positions_unrecognised")
+        plan = plan_from_compiled(kernel, backend=self.backend, name=self.fn.__name__)
+        positions = tuple((p, -1 if m is None else m) for p, m in abi.positions)
+        return plan, positions
+
+    def _grid_spec(self, grid, bound):
+        try:
+            exprs, sources, guards = trace_grid(grid, self.fn, bound)
+        except _NotTraceable as exc:
+            log.debug("fastlaunch: %s grid called per launch: %s", self.fn.__name__, exc)
+            return None
+        self.guards.extend(guards)
+        return (grid.__code__, grid.__globals__, exprs, sources)
+
+
+def _bind_arguments(fn, args, kwargs):
+    out = {}
+    params = list(fn.params)
+    for i, p in enumerate(params):
+        if i < len(args):
+            out[p.name] = args[i]
+        elif p.name in kwargs:
+            out[p.name] = kwargs[p.name]
+        elif p.has_default:
+            out[p.name] = p.default
+    return out
+
+
+# ---- grid callables compiled into grid programs ----
+
+class _NotTraceable(Exception):
+    pass
+
+
+_ABSENT = object()
+
+
+class _Sym:
+    """A value known only at launch time, during a trace of a grid callable: arithmetic builds the
+    expression text of fastlaunch's grid language (Python's integer semantics)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    @staticmethod
+    def of(x):
+        if isinstance(x, _Sym):
+            return x.text
+        if isinstance(x, int):
+            x = int(x)
+            if not -(2**63) <= x < 2**63:
+                raise _NotTraceable("constant past 64 bits")
+            return f"({x})" if x < 0 else str(x)
+        raise _NotTraceable(f"operand of type {type(x).__name__}")
+
+    def _bin(self, op, other, swap=False):
+        a, b = (_Sym.of(other), self.text) if swap else (self.text, _Sym.of(other))
+        return _Sym(f"({a} {op} {b})")
+
+    def __add__(self, o): return self._bin("+", o)
+    def __radd__(self, o): return self._bin("+", o, True)
+    def __sub__(self, o): return self._bin("-", o)
+    def __rsub__(self, o): return self._bin("-", o, True)
+    def __mul__(self, o): return self._bin("*", o)
+    def __rmul__(self, o): return self._bin("*", o, True)
+    def __floordiv__(self, o): return self._bin("//", o)
+    def __rfloordiv__(self, o): return self._bin("//", o, True)
+    def __mod__(self, o): return self._bin("%", o)
+    def __rmod__(self, o): return self._bin("%", o, True)
+    def __lshift__(self, o): return self._bin("<<", o)
+    def __rlshift__(self, o): return self._bin("<<", o, True)
+    def __rshift__(self, o): return self._bin(">>", o)
+    def __rrshift__(self, o): return self._bin(">>", o, True)
+    def __neg__(self): return _Sym(f"(-{self.text})")
+    def __pos__(self): return self
+
+    def _refuse(self, *a, **k):
+        raise _NotTraceable("an operation the grid language does not have")
+
+    # Anything that would turn the value into a constant of the trace ends it.
+    __bool__ = __index__ = __int__ = __float__ = __truediv__ = __rtruediv__ = __pow__ = __rpow__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __and__ = __or__ = __xor__ = __abs__ = _refuse
+    __str__ = __repr__ = __format__ = __hash__ = __len__ = __iter__ = __getitem__ = __call__ = _refuse
+
+
+class _Poison:
+    """A value the grid program cannot read per launch: any use ends the trace."""
+
+    def __init__(self, what):
+        object.__setattr__(self, "_what", what)
+
+    def __getattr__(self, name):
+        raise _NotTraceable(f"{object.__getattribute__(self, '_what')} used")
+
+    def _refuse(self, *a, **k):
+        raise _NotTraceable(f"{object.__getattribute__(self, '_what')} used")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __rfloordiv__ = _refuse
+    __mod__ = __rmod__ = __truediv__ = __bool__ = __index__ = __int__ = __len__ = __getitem__ = _refuse
+    __call__ = __iter__ = __neg__ = _refuse
+
+
+def _sym_minmax(name, real):
+    def f(*args, **kwargs):
+        if kwargs or len(args) < 2:
+            if not any(isinstance(a, _Sym) for a in args) and not kwargs:
+                return real(*args)
+            raise _NotTraceable(f"{name}() with an iterable or keywords")
+        if not any(isinstance(a, _Sym) for a in args):
+            return real(*args)
+        text = _Sym.of(args[-1])
+        for a in reversed(args[:-1]):
+            text = f"{name}({_Sym.of(a)}, {text})"
+        return _Sym(text)
+    return f
+
+
+# The only builtins a traced grid sees: any other name ends the trace.
+_SYM_BUILTINS = {"min": _sym_minmax("min", min), "max": _sym_minmax("max", max)}
+
+
+class _Meta:
+    """The mapping a grid callable gets during a trace: runtime ints are variables (numbered as
+    they are first read), constexprs their values for this variant, anything else poison."""
+
+    def __init__(self, values, sources):
+        self._values, self._sources = values, sources
+
+    def __getitem__(self, name):
+        v = self._values[name]
+        if isinstance(v, tuple) and len(v) == 2 and v[0] is _ABSENT:  # a runtime int parameter
+            return _Sym(f"${_source(self._sources, ('arg', v[1]))}")
+        return v
+
+    def get(self, name, default=None):
+        return self[name] if name in self._values else default
+
+    def __contains__(self, name):
+        return name in self._values
+
+
+class _ModuleView:
+    """A module as a traced grid reads it: functions and submodules (guarded: the launch checks
+    they are still the same objects), nothing else."""
+
+    def __init__(self, module, guards):
+        object.__setattr__(self, "_m", module)
+        object.__setattr__(self, "_g", guards)
+
+    def __getattr__(self, name):
+        m = object.__getattribute__(self, "_m")
+        g = vars(m)
+        value = g.get(name, _ABSENT)
+        if value is _ABSENT:
+            raise _NotTraceable(f"module attribute {name} not in the module's dict")
+        object.__getattribute__(self, "_g").append((g, name, value))
+        return _guarded_value(value, object.__getattribute__(self, "_g"), f"{m.__name__}.{name}")
+
+
+def _pure_functions():
+    """The functions a traced grid may call: Triton's cdiv (a plain function, or from Triton 3.5 on
+    a constexpr_function whose plain function runs when Python calls it). Any other call ends the
+    trace: its body is not checked, and could make a launch-time value a constant."""
+    import triton
+
+    out = {}
+    for f in (getattr(triton, "cdiv", None),):
+        inner = getattr(f, "fn", None) if type(f).__name__ == "ConstexprFunction" else f
+        if isinstance(inner, types.FunctionType):
+            out[id(f)] = (f, inner)
+    return out
+
+
+def _guarded_value(value, guards, what):
+    if isinstance(value, types.ModuleType):
+        return _ModuleView(value, guards)
+    pure = _pure_functions().get(id(value))
+    if pure is not None and pure[0] is value:
+        if pure[1] is not value:
+            guards.append((vars(value), "fn", pure[1]))
+        return pure[1]
+    return _Poison(what)
+
+
+class _Globals(dict):
+    """The traced function's globals: ints become variables read per launch, functions and
+    modules are guarded, anything else is poison."""
+
+    def __init__(self, real, sources, guards):
+        super().__init__()
+        dict.__setitem__(self, "__builtins__", _SYM_BUILTINS)
+        self._real, self._sources, self._guards = real, sources, guards
+
+    def __getitem__(self, name):
+        value = self._real.get(name, _ABSENT)
+        if value is _ABSENT:
+            self._guards.append((self._real, name, _ABSENT))
+            raise KeyError(name)  # then the builtins, as at run time while the name stays absent
+        if isinstance(value, int) and not isinstance(value, bool):
+            return _Sym(f"${_source(self._sources, ('global', name))}")
+        self._guards.append((self._real, name, value))
+        return _guarded_value(value, self._guards, name)
+
+
+def _source(sources, src):
+    if src not in sources:
+        sources.append(src)
+    return sources.index(src)
+
+
+def trace_grid(grid, fn, bound):
+    """(three expressions, their variable sources, guards) for a grid callable whose body is
+    integer arithmetic over META, closure cells holding ints and module ints; _NotTraceable
+    otherwise. Constexprs of this variant are folded in."""
+    if not isinstance(grid, types.FunctionType):
+        raise _NotTraceable("not a Python function")
+    code = grid.__code__
+    if grid.__defaults__ or grid.__kwdefaults__ or code.co_argcount != 1 or code.co_kwonlyargcount:
+        raise _NotTraceable("a signature other than (META)")
+    sources, guards = [], []
+    meta = {}
+    for i, p in enumerate(fn.params):
+        if p.name not in bound:
+            continue
+        v = bound[p.name]
+        if p.is_constexpr:
+            meta[p.name] = v if isinstance(v, (int, float, type(None))) else _Poison(p.name)
+        elif isinstance(v, int):  # ints and bools: read per launch
+            meta[p.name] = (_ABSENT, i)
+        else:
+            meta[p.name] = _Poison(p.name)
+    cells = []
+    for j, cell in enumerate(grid.__closure__ or ()):
+        try:
+            content = cell.cell_contents
+        except ValueError:
+            raise _NotTraceable("an empty closure cell") from None
+        if isinstance(content, int) and not isinstance(content, bool):
+            cells.append(types.CellType(_Sym(f"${_source(sources, ('cell', j))}")))
+        else:
+            cells.append(types.CellType(_Poison(code.co_freevars[j])))
+    g = _Globals(grid.__globals__, sources, guards)
+    traced = types.FunctionType(code, g, grid.__name__, None, tuple(cells) or None)
+    try:
+        result = traced(_Meta(meta, sources))
+    except _NotTraceable:
+        raise
+    except Exception as exc:
+        raise _NotTraceable(f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(result, (tuple, list)) or not 1 <= len(result) <= 3:
+        raise _NotTraceable("the result is not a tuple of 1 to 3 values")
+    exprs = tuple(_Sym.of(x) for x in result) + ("1",) * (3 - len(result))
+    if len(sources) > 16:
+        raise _NotTraceable("more than 16 variables")
+    return exprs, tuple(sources), guards

@@ -1,0 +1,93 @@
+"""Triton's JIT through fastlaunch (fastlaunch.triton.enable()): `kernel[grid](...)` on the stand-in
+driver (tools/fldev/cuda_stub.c), each in a process of its own (the stub becomes its libcuda).
+
+- tools/fldev/jit_fidelity.py: 100,000 random calls over tests/python/jit_kernels.py, each through
+  Triton's own run and through fastlaunch: the same compiled variant, grid, block, shared memory,
+  stream, attributes and argument bytes, the same CompiledKernel returned.
+- tools/fldev/jit_checks.py: what the dispatcher does besides launching (warmup, hooks, a changed
+  global, values Triton refuses, knob changes, opaque grids, report(), disable())."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+triton = pytest.importorskip("triton")  # a module global, as a grid lambda's triton is in users' code
+pytest.importorskip("torch")
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def _run(tmp_path, *argv, timeout=1500):
+    path = [os.path.join(ROOT, "tools")] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path),
+               FASTLAUNCH_CACHE_DIR=str(tmp_path))
+    return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=ROOT)
+
+
+def test_jit_calls_match_tritons_own_jit(tmp_path):
+    proc = _run(tmp_path, "fldev.jit_fidelity", "100000", "20261201")
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["mismatches"] == 0, result["first_mismatches"]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert result["calls"] == 100_000 and result["identical"] + result["raised_by_both"] == 100_000
+    # Every variant's first call goes through Triton (it compiles); the rest are fastlaunch's.
+    assert result["fast"] >= 90_000, result
+    assert result["through_triton"] <= 3 * result["variants"], result
+
+
+CHECK_NAMES = ["steady_state_is_fast_and_grid_programs_run_in_c", "warmup_goes_to_triton_and_launches_nothing",
+               "pre_run_hooks_and_launch_hooks_go_to_triton", "a_changed_global_raises_tritons_error",
+               "values_triton_refuses_raise_the_same_and_launch_nothing",
+               "unknown_keywords_and_missing_arguments_as_triton_says", "knob_change_forgets_bound_variants",
+               "opaque_grid_called_once_per_launch_with_tritons_mapping", "report_lists_jit_sites",
+               "disable_gives_the_kernels_back"]
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory):
+    proc = _run(tmp_path_factory.mktemp("jit"), "fldev.jit_checks", timeout=900)
+    out = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            out[r["check"]] = r
+    assert out, proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("name", CHECK_NAMES)
+def test_jit_behaviour(checks, name):
+    assert name in checks, sorted(checks)
+    assert checks[name]["ok"], checks[name]["detail"]
+
+
+def test_grid_tracer_refuses_what_it_cannot_read_per_launch():
+    """A grid callable becomes a grid program only when its body is arithmetic over META, int
+    closure cells, module ints and Triton's cdiv; anything else is called per launch."""
+    from fastlaunch.triton_jit import _NotTraceable, trace_grid
+
+    class P:
+        def __init__(self, name, const):
+            self.name, self.is_constexpr = name, const
+
+    class F:
+        params = [P("x", False), P("n", False), P("BLOCK", True)]
+
+    n = 1000
+    exprs, sources, _ = trace_grid(lambda META: (triton.cdiv(META["n"], META["BLOCK"]), 2), F, {"x": object(), "n": 5,
+                                                                                                  "BLOCK": 128})
+    assert exprs in (("(($0 + 127) // 128)", "2", "1"), ("((($0 + 128) - 1) // 128)", "2", "1")), exprs
+    assert sources == (("arg", 1),)
+    exprs, sources, _ = trace_grid(lambda META: (max(n // META["BLOCK"], 1),), F, {"x": 0, "n": 5, "BLOCK": 64})
+    assert sources == (("cell", 0),) and exprs[0].startswith("max(")
+    for bad in (lambda META: (len(str(n)),), lambda META: (META["x"].numel(),), lambda META: (n / 2,),
+                lambda META: (1 if n > 3 else 2,), lambda META, k=3: (k,), lambda META: (abs(n),),
+                lambda META: (f"{n}",), lambda META: (hash(n),), lambda META: (triton,),
+                lambda META: (META["missing"],)):
+        with pytest.raises(_NotTraceable):
+            trace_grid(bad, F, {"x": 0, "n": 5, "BLOCK": 64})

@@ -1,0 +1,230 @@
+"""What the JIT dispatcher does besides launching, checked on the stand-in driver in a process of
+its own (the stub becomes its libcuda): each check prints one JSON line {"check", "ok", "detail"}.
+
+    PYTHONPATH=tools python -m fldev.jit_checks [NAME ...]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+os.environ["FASTLAUNCH_SKIP_DEVICE_CHECK"] = "1"
+
+CHECKS = {}
+triton = None
+
+
+def check(fn):
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def counts(fn):
+    return dict(fn.run.counts)
+
+
+class Env:
+    def __init__(self):
+        global triton
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "..", "tests", "python"))
+        from fldev import cuda_stub
+
+        self.stub = cuda_stub.load()
+        import torch
+        import triton as _triton
+
+        triton = _triton
+        import fastlaunch.triton as flt
+        import jit_kernels as K
+
+        flt.enable()
+        self.torch, self.flt, self.K = torch, flt, K
+        self.x = torch.zeros(4096)
+        self.y = torch.zeros(4096)
+
+    def launches(self):
+        return self.stub.state.calls
+
+    def add(self, n=1000, **kw):
+        return self.K.tensors[lambda META: (triton.cdiv(n, META["BLOCK"]),)](self.x, self.y, n, BLOCK=128, **kw)
+
+
+@check
+def steady_state_is_fast_and_grid_programs_run_in_c(env):
+    for i in range(20):
+        env.add(1001 + 2 * i)  # odd sizes: one variant (a multiple of 16 is another)
+    c = counts(env.K.tensors)
+    env.stub.record(0)
+    env.add(4097)
+    grid = tuple(env.stub.state.grid)
+    env.stub.count_only()
+    return c["fast"] == 19 and c["stock"] == 1 and c["grid_calls"] == 0 and grid == (33, 1, 1), (c, grid)
+
+
+@check
+def warmup_goes_to_triton_and_launches_nothing(env):
+    env.add()
+    before, c0 = env.launches(), counts(env.K.tensors)
+    k = env.K.tensors.run(env.x, env.y, 1000, grid=(1,), warmup=True, BLOCK=128)
+    c1 = counts(env.K.tensors)
+    return (env.launches() == before and c1["stock_reasons"].get("warmup") == 1 and c1["fast"] == c0["fast"]
+            and type(k).__name__ == "CompiledKernel"), c1
+
+
+@check
+def pre_run_hooks_and_launch_hooks_go_to_triton(env):
+    env.add()
+    seen = []
+    env.K.tensors.add_pre_run_hook(lambda *a, **k: seen.append("pre"))
+    env.add()
+    env.K.tensors.pre_run_hooks.clear()
+    hook = lambda *a, **k: seen.append("enter")  # noqa: E731
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    env.add()
+    triton.knobs.runtime.launch_enter_hook.remove(hook)
+    f0 = counts(env.K.tensors)["fast"]
+    env.add()
+    c = counts(env.K.tensors)
+    return (seen == ["pre", "enter"] and c["stock_reasons"].get("pre_run_hooks") == 1 and
+            c["stock_reasons"].get("launch_hooks") == 1 and c["fast"] == f0 + 1), (seen, c)
+
+
+@check
+def a_changed_global_raises_tritons_error(env):
+    K = env.K
+    grid = (2,)
+    K.activation[grid](env.x, 100, ACT="relu", BLOCK=64)
+    K.activation[grid](env.x, 100, ACT="relu", BLOCK=64)
+    saved = K.SCALE
+    K.SCALE = triton.language.constexpr(5)
+    before = env.launches()
+    msgs = []
+    for call in (lambda: K.activation[grid](env.x, 100, ACT="relu", BLOCK=64),
+                 lambda: type(K.activation).run(K.activation, env.x, 100, grid=grid, warmup=False, ACT="relu",
+                                                BLOCK=64)):
+        try:
+            call()
+            msgs.append(None)
+        except RuntimeError as exc:
+            msgs.append(str(exc))
+    K.SCALE = saved
+    launched = env.launches() - before
+    f0 = counts(K.activation)["fast"]
+    K.activation[grid](env.x, 100, ACT="relu", BLOCK=64)
+    fast_again = counts(K.activation)["fast"] == f0 + 1
+    return (msgs[0] is not None and msgs[0] == msgs[1] and "has changed since we compiled" in msgs[0] and launched == 0
+            and fast_again), (msgs, launched, fast_again)
+
+
+@check
+def values_triton_refuses_raise_the_same_and_launch_nothing(env):
+    out = []
+    for n in (2**64, -(2**63) - 1, "12", 3.5j):
+        errs = []
+        for call in (lambda: env.K.tensors[(1,)](env.x, env.y, n, BLOCK=128),
+                     lambda: type(env.K.tensors).run(env.K.tensors, env.x, env.y, n, grid=(1,), warmup=False,
+                                                     BLOCK=128)):
+            before = env.launches()
+            try:
+                call()
+                errs.append(("no error", env.launches() - before))
+            except Exception as exc:
+                errs.append((type(exc).__name__, env.launches() - before))
+        out.append(errs)
+    return all(a == b and a[0] != "no error" and a[1] == 0 for a, b in out), out
+
+
+@check
+def unknown_keywords_and_missing_arguments_as_triton_says(env):
+    res = []
+    for kwargs in ({"BLOCK": 128, "bogus": 1}, {}):
+        errs = []
+        for fl in (True, False):
+            try:
+                if fl:
+                    env.K.tensors[(1,)](env.x, env.y, 10, **kwargs)
+                else:
+                    type(env.K.tensors).run(env.K.tensors, env.x, env.y, 10, grid=(1,), warmup=False, **kwargs)
+                errs.append("no error")
+            except Exception as exc:
+                errs.append(type(exc).__name__)
+        res.append(errs)
+    return all(a == b for a, b in res), res
+
+
+@check
+def knob_change_forgets_bound_variants(env):
+    env.add()
+    env.add()
+    v0 = counts(env.K.tensors)["variants"]
+    triton.knobs.runtime.debug = True
+    try:
+        env.add()
+        v1 = counts(env.K.tensors)["variants"]
+    finally:
+        triton.knobs.runtime.debug = False
+    env.add()
+    return v0 >= 1 and v1 == 1, (v0, v1)
+
+
+@check
+def opaque_grid_called_once_per_launch_with_tritons_mapping(env):
+    seen = []
+
+    def grid(meta):
+        seen.append(sorted(meta))
+        return (len(seen) % 3 + 1,)
+
+    for _ in range(4):
+        env.K.tensors[grid](env.x, env.y, 77, BLOCK=64)
+    c = counts(env.K.tensors)
+    return len(seen) == 4 and seen[0] == ["BLOCK", "n", "x_ptr", "y_ptr"] and c["grid_calls"] >= 3, (seen, c)
+
+
+@check
+def report_lists_jit_sites(env):
+    import io
+
+    import fastlaunch
+
+    env.add()
+    out = io.StringIO()
+    fastlaunch.report(out)
+    text = out.getvalue()
+    return "jit:tensors" in text and "fast=" in text, text
+
+
+@check
+def disable_gives_the_kernels_back(env):
+    from triton.runtime.jit import JITFunction
+
+    env.add()
+    env.flt.disable()
+    restored = "run" not in vars(env.K.tensors) and type(JITFunction.__dict__.get("__getitem__")).__name__ != "JitSubscript"
+    before = env.launches()
+    env.add()
+    launched = env.launches() - before
+    env.flt.enable()
+    env.add()
+    return restored and launched == 1 and type(vars(env.K.tensors)["run"]).__name__ == "JitDispatcher", restored
+
+
+def main(names):
+    env = Env()
+    failed = 0
+    for name in names or list(CHECKS):
+        try:
+            ok, detail = CHECKS[name](env)
+        except Exception:
+            ok, detail = False, traceback.format_exc()[-1500:]
+        failed += not ok
+        print(json.dumps({"check": name, "ok": bool(ok), "detail": repr(detail)[:1500]}), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
