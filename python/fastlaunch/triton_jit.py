@@ -146,6 +146,14 @@ def _is_torch_raw_stream(f):
         return False
 
 
+# Triton's knob groups whose values enter its key (options and their defaults) or the dispatch.
+_KEY_KNOBS = ("runtime", "compilation", "language", "nvidia")
+
+
+class _Empty:
+    pass
+
+
 class _Policy:
     def __init__(self, fn, backend):
         self.fn = fn
@@ -168,16 +176,19 @@ class _Policy:
 
         knobs = triton.knobs
         env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("TRITON_", "MLIR_", "LLVM_"))))
+        # Knobs set in code (the options Triton parses take their defaults from some of them).
+        knob_values = tuple(sorted((name, k, repr(v)) for name in _KEY_KNOBS
+                                   for k, v in vars(getattr(knobs, name, None) or _Empty).items()))
         return (bool(getattr(self.fn, "debug", False)), _knob(knobs.runtime, "debug"),
                 _knob(knobs.compilation, "instrumentation_mode"),
-                _knob(knobs.compilation, "fpsan_homomorphic_casts"), env, id(triton.runtime.driver.active))
+                _knob(knobs.compilation, "fpsan_homomorphic_casts"), env, knob_values, id(triton.runtime.driver.active))
 
     def _watched(self):
         import triton
 
         knobs = triton.knobs
         dicts = [os.environ._data, vars(self.fn), vars(triton.runtime.driver), vars(triton.runtime.driver.active)]
-        for name in ("runtime", "compilation", "language", "nvidia", "amd", "cache"):
+        for name in _KEY_KNOBS:
             obj = getattr(knobs, name, None)
             if obj is not None and hasattr(obj, "__dict__"):
                 dicts.append(vars(obj))

@@ -87,13 +87,12 @@ static inline int key_push(jit_key *k, uint64_t w) {
   return 0;
 }
 
+/* The table compares whole keys: the hash only spreads them, a multiply at the end. */
 static uint64_t key_hash(const jit_key *k) {
-  uint64_t h = 0x243F6A8885A308D3ull ^ k->n;
-  for (size_t i = 0; i < k->n; i++) {
-    h = (h ^ k->words[i]) * 0x9E3779B97F4A7C15ull;
-    h ^= h >> 29;
-  }
-  return h;
+  uint64_t h = k->n;
+  for (size_t i = 0; i < k->n; i++) h = ((h << 7) | (h >> 57)) ^ k->words[i];
+  h *= 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 32);
 }
 
 /* ---- entries: one per bound variant ---- */
@@ -359,7 +358,8 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
                      PyObject *const *kwvals, Py_ssize_t nkw) {
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
   if ((Py_ssize_t)nargs > np) return b->why = "args_count", 1;
-  for (Py_ssize_t i = 0; i < np; i++) b->vals[i] = i < (Py_ssize_t)nargs ? args[i] : NULL;
+  memcpy(b->vals, args, nargs * sizeof(PyObject *));
+  for (Py_ssize_t i = (Py_ssize_t)nargs; i < np; i++) b->vals[i] = NULL;
   b->nopts = 0;
   for (Py_ssize_t k = 0; k < nkw; k++) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, k);

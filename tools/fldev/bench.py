@@ -366,6 +366,7 @@ def instructions(backend="null", cases=None):
             with tempfile.TemporaryDirectory() as d:
                 cg = os.path.join(d, "cg.out")
                 cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=fl_bench_loop",
+                       "--toggle-collect=fl_bench_loop_subscript",
                        f"--callgrind-out-file={cg}", sys.executable, "-m", "fldev", "bench", "--_one", backend,
                        case, mode, str(n)]
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=_with_tools_path())

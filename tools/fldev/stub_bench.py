@@ -10,7 +10,9 @@ Modes, each launching one real Triton kernel (compiled here for sm_90) of the ca
   triton-run         Triton's CompiledKernel.run as Inductor's launcher calls it
   inductor-stock     torch's CachingAutotuner.run with the launcher Inductor generates over
                      Triton's launcher
-  triton-jit         the JIT's dispatch (what kernel[grid](...) runs; the lambda left out)
+  triton-jit         Triton's JIT: kernel[grid](*args, XBLOCK=128) with the common lambda grid
+                     (lambda META: (triton.cdiv(xnumel, META["XBLOCK"]),)), subscript included
+  fastlaunch-jit     the same call with fastlaunch.triton.enable(): fastlaunch's C dispatcher
   seed               the seed's layering (Python checks, then the C plan)
 """
 
@@ -30,12 +32,14 @@ if not REAL:
 
 CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
 MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "inductor-stock", "triton-jit",
-         "seed"]
+         "fastlaunch-jit", "seed"]
 TARGETS = ("cuda-stub targets: fastlaunch <= 2x floor-unpack (2 and 4 tensors), <= 1.5x (19, 64 args); "
-           "inductor-stock >= 10x fastlaunch; triton-run >= 5x fastlaunch")
+           "inductor-stock >= 10x fastlaunch; triton-run >= 5x fastlaunch; triton-jit >= 30x fastlaunch-jit; "
+           "fastlaunch-jit <= 2x fastlaunch")
+triton = None  # set when a case is built (after the stub is loaded); a module global, as in users' code
 
 
-def _kernel_module(ntensors, nints, directory):
+def _kernel_module(ntensors, nints, directory, tag=""):
     """A pointwise kernel as Inductor writes them, with the case's arguments, in a module file (the
     JIT reads its source)."""
     params = [f"in_ptr{i}" for i in range(ntensors)] + ["xnumel"] + [f"ks{i}" for i in range(nints - 1)]
@@ -44,10 +48,10 @@ def _kernel_module(ntensors, nints, directory):
            "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)\n"
            "    xmask = xindex < xnumel\n"
            "    tl.store(in_ptr0 + xindex, tl.load(in_ptr0 + xindex, xmask) + 1.0, xmask)\n")
-    path = os.path.join(directory, f"k_{ntensors}_{nints}.py")
+    path = os.path.join(directory, f"k_{ntensors}_{nints}{tag}.py")
     with open(path, "w") as f:
         f.write(src)
-    spec = importlib.util.spec_from_file_location(f"k_{ntensors}_{nints}", path)
+    spec = importlib.util.spec_from_file_location(f"k_{ntensors}_{nints}{tag}", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.kernel, params
@@ -73,6 +77,8 @@ class Case:
         from fastlaunch.triton import plan_from_compiled
         from fldev.bench import SeedFinalized, SeedPlannedLaunch, _profiler_flag
 
+        global triton
+        triton = triton_mod = sys.modules["triton"]
         no_static = IK.compile_without_gpu()
         self.name = name
         fn, params = _kernel_module(ntensors, nints, directory)
@@ -81,7 +87,11 @@ class Case:
         signature["XBLOCK"] = "constexpr"
         self.tensors = [torch.zeros(64, device="cuda" if REAL else "cpu") for _ in range(ntensors)]
         self.args = tuple(self.tensors) + (64,) + tuple(range(2, nints + 1))
-        self.stream = torch.cuda.current_stream().cuda_stream if REAL else 0x77
+        from fldev import cuda_stub
+
+        # Realistic handles: a stream of the size real ones have (0x7f...), as the stand-in
+        # driver's current stream is.
+        self.stream = torch.cuda.current_stream().cuda_stream if REAL else cuda_stub.STREAM
         self.kwargs = {"stream": self.stream}
 
         def autotuner(tag, static_ok=False):
@@ -122,8 +132,43 @@ class Case:
         self.floor = _C.Floor(kinds, unpack=False)
         self.floor_unpack = _C.Floor(kinds)
         self.run_prefix = (1, 1, 1, self.stream, binary.function, binary.packed_metadata, None, None, None)
-        self.jit = fn
-        self.jit_kwargs = {"grid": (1,), "warmup": False, "XBLOCK": 128}
+        # Triton's JIT, kernel[grid](...): one JITFunction left to Triton (its call slot holds
+        # Triton's own run, so fastlaunch's subscript hands the call to Triton's __getitem__), one
+        # served by fastlaunch, both from the same source.
+        import fastlaunch.triton as flt
+
+        flt.enable()
+        stock_fn, _ = _kernel_module(ntensors, nints, directory, tag="_stock")
+        stock_fn.__dict__["run"] = type(stock_fn).run.__get__(stock_fn)
+        xnumel = 64
+        self.jit_grid = _grid(xnumel)
+        self.jit_stock, self.jit_fl = stock_fn, fn
+        self.jit_kwargs = {"XBLOCK": 128}
+        for _ in range(3):
+            fn[self.jit_grid](*self.args, XBLOCK=128)
+            stock_fn[self.jit_grid](*self.args, XBLOCK=128)
+        c = fn.run.counts
+        assert c["fast"] == 2 and c["grid_calls"] == 0, f"{name}: the JIT dispatcher did not serve: {c}"
+
+    def loop(self, mode, n):
+        """n calls of one mode in a C loop: nanoseconds."""
+        from fastlaunch import _C
+
+        if mode in ("triton-jit", "fastlaunch-jit"):
+            k = self.jit_stock if mode == "triton-jit" else self.jit_fl
+            return _C.bench_subscript_loop(k, self.jit_grid, self.args, self.jit_kwargs, n)
+        fn, a, kw = self.call(mode)
+        return _C.bench_loop(fn, a, kw, n)
+
+    def once(self, mode, times=1):
+        """Calls of one mode from Python (outside the C loops callgrind counts)."""
+        for _ in range(times):
+            if mode in ("triton-jit", "fastlaunch-jit"):
+                k = self.jit_stock if mode == "triton-jit" else self.jit_fl
+                k[self.jit_grid](*self.args, **self.jit_kwargs)
+            else:
+                fn, a, kw = self.call(mode)
+                fn(*a, **kw)
 
     def call(self, mode):
         """(callable, args, kwargs) for one mode."""
@@ -134,7 +179,6 @@ class Case:
             "fastlaunch-dyngrid": (self.dyn_entry, self.args, self.kwargs),
             "triton-run": (self.binary.run, self.run_prefix + self.args, {}),
             "inductor-stock": (self.stock_run, self.args, self.kwargs),
-            "triton-jit": (self.jit.run, self.args, self.jit_kwargs),
             "seed": (self.seed, self.args, self.kwargs),
         }[mode]
 
@@ -157,15 +201,18 @@ def run(quick=False, progress=True):
     for ci, case in enumerate(cases):
         if progress:
             print(f"[{BACKEND}] {case.name} ({ci + 1}/{len(cases)})", file=sys.stderr, flush=True)
-        fn, a, k = case.call("inductor-stock")
-        t = _C.bench_loop(fn, a, k, 2000) / 2000
+        t = case.loop("inductor-stock", 2000) / 2000
         n = max(2000, int((0.010 if quick else 0.025) / (t * 1e-9)))
         samples = {m: [] for m in MODES}
         calls0 = stub.state.calls if stub else 0
+        jit_calls = [0]
         for _ in range(repeats):
             for m in MODES:
-                fn, a, k = case.call(m)
-                samples[m].append(_C.bench_loop(fn, a, k, n) / n)
+                # Triton's JIT costs tens of microseconds a call: fewer calls, the same per-call time.
+                nm = max(200, n // 20) if m == "triton-jit" else n
+                samples[m].append(case.loop(m, nm) / nm)
+                if m == "triton-jit":
+                    jit_calls[0] += nm
         if REAL:
             import torch
 
@@ -173,7 +220,7 @@ def run(quick=False, progress=True):
         else:
             launched = stub.state.calls - calls0
             # Every mode but the floors reached the driver once per call.
-            assert launched == repeats * n * (len(MODES) - 2), (launched, repeats, n)
+            assert launched == repeats * n * (len(MODES) - 3) + jit_calls[0], (launched, repeats, n)
         floor = statistics.median(samples["floor-unpack"])
         fast = statistics.median(samples["fastlaunch"])
         for m in MODES:
@@ -193,14 +240,15 @@ def table(results, out=sys.stdout):
     for case, row in by.items():
         print(f"{case:20} " + " ".join(f"{row[m]['ns_median']:>15.1f} ns" for m in MODES), file=out)
     print("\nratios (medians):", file=out)
-    print(f"{'case':20} {'fast/unpack':>12} {'dyn/unpack':>11} {'stock/fast':>11} {'run/fast':>9} {'jit/fast':>9} "
-          f"{'seed/fast':>10} {'floor/unpack':>13}", file=out)
+    print(f"{'case':20} {'fast/unpack':>12} {'dyn/unpack':>11} {'stock/fast':>11} {'run/fast':>9} {'jit/fljit':>10} "
+          f"{'fljit/fast':>11} {'seed/fast':>10} {'floor/unpack':>13}", file=out)
     for case, row in by.items():
         f = row["fastlaunch"]["ns_median"]
         u = row["floor-unpack"]["ns_median"]
         print(f"{case:20} {f / u:>11.2f}x {row['fastlaunch-dyngrid']['ns_median'] / u:>10.2f}x "
               f"{row['inductor-stock']['ns_median'] / f:>10.2f}x {row['triton-run']['ns_median'] / f:>8.2f}x "
-              f"{row['triton-jit']['ns_median'] / f:>8.2f}x {row['seed']['ns_median'] / f:>9.2f}x "
+              f"{row['triton-jit']['ns_median'] / row['fastlaunch-jit']['ns_median']:>9.2f}x "
+              f"{row['fastlaunch-jit']['ns_median'] / f:>10.2f}x {row['seed']['ns_median'] / f:>9.2f}x "
               f"{row['floor']['ns_median'] / u:>12.2f}x", file=out)
     print(f"\n{TARGETS}", file=out)
 
@@ -212,6 +260,11 @@ def run_one(case_name, mode, n):
 
     cuda_stub.load().count_only()
     (case,) = _cases([case_name])
-    fn, a, k = case.call(mode)
-    _C.bench_loop(fn, a, k, 50)  # warm-up outside the counted loop
-    _C.bench_loop(fn, a, k, n)
+    case.once(mode, 50)  # warm-up outside the counted C loop
+    case.loop(mode, n)
+
+
+def _grid(xnumel):
+    """The grid users write for a 1-D kernel: a lambda over META and a local, reading the module's
+    triton."""
+    return lambda META: (triton.cdiv(xnumel, META["XBLOCK"]),)
