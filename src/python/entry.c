@@ -96,8 +96,11 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
       PyObject *value = PyDict_GetItemWithError(mdict, name); /* borrowed */
       if (!value && PyErr_Occurred()) return NULL;
       on = value ? (value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value)) : 0;
-      /* Only a missing flag or False is recorded: another object's truth may change in place. */
-      if (f < FL_ENTRY_CACHED_FLAGS) self->flag_version[f] = (!value || value == Py_False) ? version : 0;
+      /* Only a missing flag or an immutable false value (False, None, an int 0: the debug mode's
+       * active count) is recorded: another object's truth may change in place, an immutable one
+       * only through the dict, which changes its version. */
+      bool immutable_off = !value || (on == 0 && (value == Py_False || value == Py_None || PyLong_CheckExact(value)));
+      if (f < FL_ENTRY_CACHED_FLAGS) self->flag_version[f] = immutable_off ? version : 0;
     } else {
       PyObject *value = PyObject_GetAttr(owner, name);
       if (!value) {

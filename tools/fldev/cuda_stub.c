@@ -63,6 +63,16 @@ API cuFuncGetAttribute(int *v, int attr, void *f) {
 API cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
 API cuFuncSetCacheConfig(void *f, int c) { (void)f; (void)c; return 0; }
 API cuModuleLoadData(void **m, const void *image) { *m = (void *)image; return image ? 0 : 1; }
+/* torch's static launcher loads the cubin by path: a distinct handle per load (never freed: a
+ * process loads few). */
+API cuModuleLoad(void **m, const char *fname) {
+  static char handles[4096];
+  static size_t next;
+  if (!fname || next + 32 > sizeof handles) return 1;
+  *m = &handles[next];
+  next += 32;
+  return 0;
+}
 API cuModuleGetFunction(void **f, void *m, const char *name) { (void)name; *f = (char *)m + 16; return 0; }
 API cuModuleUnload(void *m) { (void)m; return 0; }
 API cuOccupancyMaxActiveClusters(int *n, void *f, const void *config) { (void)f; (void)config; *n = 1; return 0; }

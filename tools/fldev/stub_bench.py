@@ -101,22 +101,31 @@ class Case:
                                      configs=[cfg], save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
                                      heuristic_type=HeuristicType.POINTWISE, size_hints={"x": 64},
                                      inductor_meta={"grid_type": "Grid1D", "kernel_name": f"{tag}_{ntensors}_{nints}"})
-            # On a GPU, Inductor's static launcher where this torch would use it (what users run).
-            with torch._inductor.config.patch({} if REAL and static_ok else no_static):
+            # Inductor's static launcher where this torch has it (what users run; on the stand-in
+            # driver too, which exports what it loads cubins with).
+            with torch._inductor.config.patch({} if static_ok else no_static):
                 result = at._precompile_config(cfg)
             at.compile_results = [result]
             at.launchers = [result.make_launcher()]
             return at, result.kernel
 
-        self.stock, binary = autotuner("stock", static_ok=True)
-        if REAL:
-            _, binary = autotuner("binary")  # a CompiledKernel for the plan, Triton's run and the seed
+        self.stock, stock_kernel = autotuner("stock", static_ok=True)
+        _, binary = autotuner("binary")  # a CompiledKernel for the plan, Triton's run and the seed
         # The class's own run: never a slot fastlaunch may have filled for an earlier case.
         self.stock_run = th.CachingAutotuner.run.__get__(self.stock)
+        for _ in range(3):  # torch 2.15 builds its cached launcher after the first run
+            self.stock_run(*self.args, **{"stream": self.stream})
+        cached = getattr(self.stock, "_cached_launcher", None)
+        runner = (getattr(cached, "__globals__", {}) if cached else
+                  getattr(self.stock.launchers[0], "__globals__", {})).get("runner")
+        self.stock_path = (f"torch {torch.__version__}: CachingAutotuner.run"
+                           + (" (cached launcher)" if cached else "") + " -> Inductor's launcher -> "
+                           + (type(runner).__name__ if type(runner).__name__ != "method" else
+                              f"{type(runner.__self__).__name__}.run"))
         self.binary = binary
         # The bound autotuner keeps its slot after this: only new autotuners are affected by enable().
         inductor.enable(inductor.InductorAdapter(backend="cuda"))
-        self.dyn, _ = autotuner("fast", static_ok=True)
+        self.dyn, _ = autotuner("fast", static_ok=REAL)
         for _ in range(2):
             self.dyn.run(*self.args, stream=self.stream)
         entry = vars(self.dyn).get("run")
@@ -228,7 +237,7 @@ def run(quick=False, progress=True):
             results.append({"backend": BACKEND, "case": case.name, "mode": m, "ns_median": round(med, 1),
                             "ns_min": round(min(samples[m]), 1), "repeats": repeats, "iterations": n,
                             "vs_floor_unpack": round(med / floor, 3), "vs_fastlaunch": round(med / fast, 3),
-                            "pointer_args": "torch tensors"})
+                            "pointer_args": "torch tensors", "stock_path": case.stock_path})
     return results
 
 
