@@ -15,6 +15,8 @@ def _setup_bench(parser: argparse.ArgumentParser) -> None:
                              "integer addresses (the launch path alone, without data_ptr() calls)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
     parser.add_argument("--plot", metavar="FILE.png", help="draw a chart of cost per mode and case")
+    parser.add_argument("--instructions-for", action="append", default=[], metavar="BACKEND",
+                        help="count instructions with callgrind for this backend only (repeatable)")
     parser.add_argument("--instructions", action="store_true",
                         help="also count instructions per launch with callgrind (null, cuda-stub and npu-stub backends)")
     parser.add_argument("--_one", nargs=4, help=argparse.SUPPRESS)
@@ -104,8 +106,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             d, p = (r["ns_median"] for r in unpack)
             print(f"\nper tensor, in a C loop: tensor door {d:.2f} ns, data_ptr() {p:.2f} ns")
             results += unpack
-    if args.instructions:
-        for backend in [b for b in ("null", "cuda-stub", "npu-stub") if b in backends] or ["null"]:
+    if args.instructions or args.instructions_for:
+        chosen = args.instructions_for or [b for b in ("null", "cuda-stub", "npu-stub") if b in backends] or ["null"]
+        for backend in chosen:
             cases = bench.CASES[0][0] if backend == "null" else "2 tensors + 1 int"
             counts = bench.instructions(backend, [cases] if args.quick or backend != "null" else None)
             print(f"\ninstructions per launch (callgrind, {backend} backend):")

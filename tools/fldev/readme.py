@@ -38,10 +38,16 @@ def _targets(table, backends, cases):
             r = _ratio(table, backend, case, "fastlaunch", "floor-unpack")
             out.append((f"{backend}, {case}: fastlaunch <= {bound:g}x floor-unpack: {r:.2f}x", r <= bound))
             if backend == "cuda-stub":
-                r = _ratio(table, backend, case, "inductor-stock", "fastlaunch")
-                out.append((f"{backend}, {case}: inductor-stock >= 10x fastlaunch: {r:.2f}x", r >= 10))
+                r = _ratio(table, backend, case, "inductor-stock", "fastlaunch-dyngrid")
+                out.append((f"{backend}, {case}: inductor-stock (torch's default path) >= 8x fastlaunch-dyngrid: "
+                            f"{r:.2f}x", r >= 8))
                 r = _ratio(table, backend, case, "triton-run", "fastlaunch")
                 out.append((f"{backend}, {case}: triton-run >= 5x fastlaunch: {r:.2f}x", r >= 5))
+                if (backend, case, "fastlaunch-jit") in table:
+                    r = _ratio(table, backend, case, "triton-jit", "fastlaunch-jit")
+                    out.append((f"{backend}, {case}: triton-jit >= 30x fastlaunch-jit: {r:.2f}x", r >= 30))
+                    r = _ratio(table, backend, case, "fastlaunch-jit", "fastlaunch")
+                    out.append((f"{backend}, {case}: fastlaunch-jit <= 2x fastlaunch: {r:.2f}x", r <= 2))
             else:
                 want = 1.5 if case == "64 args" else 2.0
                 r = _ratio(table, backend, case, "seed", "fastlaunch")
@@ -57,10 +63,16 @@ def _targets(table, backends, cases):
         d = table[("c", "per tensor", "tensor-door")]["ns_median"]
         p = table[("c", "per tensor", "data_ptr")]["ns_median"]
         out.append((f"per tensor, C loop: tensor door <= 5 ns: {d:.2f} ns (data_ptr() {p:.2f} ns)", d <= 5))
-    instr = table.get(("cuda-stub", "2 tensors + 1 int", "fastlaunch"), {}).get("instructions")
-    if instr is not None:
-        out.append((f"cuda-stub, 2 tensors + 1 int: fastlaunch <= 1,000 instructions per launch: {instr:,}",
-                    instr <= 1000))
+    ins = {m: table.get(("cuda-stub", "2 tensors + 1 int", m), {}).get("instructions")
+           for m in ("fastlaunch", "fastlaunch-dyngrid", "fastlaunch-jit", "inductor-stock")}
+    for mode, bound in (("fastlaunch", 800), ("fastlaunch-dyngrid", 900), ("fastlaunch-jit", 2000)):
+        if ins[mode] is not None:
+            out.append((f"cuda-stub, 2 tensors + 1 int, realistic stream: {mode} <= {bound:,} instructions per "
+                        f"launch: {ins[mode]:,}", ins[mode] <= bound))
+    if ins["inductor-stock"] and ins["fastlaunch-dyngrid"]:
+        r = ins["inductor-stock"] / ins["fastlaunch-dyngrid"]
+        out.append((f"cuda-stub, 2 tensors + 1 int: inductor-stock >= 8x fastlaunch-dyngrid in instructions: "
+                    f"{ins['inductor-stock']:,} / {ins['fastlaunch-dyngrid']:,} = {r:.2f}x", r >= 8))
     return out
 
 
@@ -78,6 +90,7 @@ def section(bench_json, int_json=None) -> str:
     backends = [b for b in dict.fromkeys(k[0] for k in table) if b != "c"]
     cases = [c for c in dict.fromkeys(k[1] for k in table) if c != "per tensor"]
     pointer = next((r.get("pointer_args") for r in data["results"] if r.get("pointer_args")), "?")
+    stock_path = next((r.get("stock_path") for r in data["results"] if r.get("stock_path")), None)
     lines = [START, "", f"A run of `PYTHONPATH=tools python -m fldev bench --backend {' --backend '.join(backends)}` "
              f"({data.get('time', '?')}; pointer arguments: {pointer}; medians of repeats of a C loop of calls; "
              f"Python {data.get('python', '?')}, torch {data.get('torch', '?')}; the 2-core development machine, "
@@ -85,6 +98,11 @@ def section(bench_json, int_json=None) -> str:
     for b in backends:
         lines += _block(table, b, cases) + [""]
     lines[-1] = "```"
+    if stock_path:
+        lines += ["", f"cuda-stub's inductor-stock is what Inductor runs by default with this torch: {stock_path}. "
+                      "triton-jit and fastlaunch-jit are `kernel[grid](*args, XBLOCK=128)` with "
+                      "`grid = lambda META: (triton.cdiv(xnumel, META['XBLOCK']),)`, subscript included, "
+                      "without and with `fastlaunch.triton.enable()`."]
     targets = _targets(table, backends, cases)
     lines += ["", "Targets, each as this run found it:", ""]
     for text, met in targets:
