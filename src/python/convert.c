@@ -63,7 +63,7 @@ static int fail_range(fl_error *err, int r, size_t i, fl_kind kind) {
 }
 
 static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err,
-                   fl_memory spec_memory, int spec_device, bool data_ptr_only) {
+                   const fl_ext_args *spec) {
   if (kind == FL_KIND_PTR) {
     if (obj == Py_None) {
       *out = fl_none();
@@ -93,9 +93,9 @@ static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
       if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
       uint64_t p;
       int where, index;
-      if (st->door && !data_ptr_only && st->door->unpack(obj, &p, &where, &index)) {
-        if (FL_EXT_UNLIKELY(spec_memory != FL_MEMORY_ANY && (where != (int)spec_memory ||
-                                                              (spec_device >= 0 && index != spec_device)))) {
+      if (st->door && !spec->data_ptr_only && st->door->unpack(obj, &p, &where, &index)) {
+        if (FL_EXT_UNLIKELY(spec->memory != FL_MEMORY_ANY && (where != (int)spec->memory ||
+                                                               (spec->device >= 0 && index != spec->device)))) {
           snprintf(err->reason, sizeof err->reason, "ptr_device_mismatch:%zu", i);
           err->status = FL_BAD_VALUE;
           err->backend_submitted = err->stable = false;
@@ -256,8 +256,7 @@ int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *a
   for (size_t i = 0; i < nargs; i++) {
     int32_t k = spec->argmap ? spec->argmap[i] : (int32_t)i;
     if (k < 0) continue; /* a position the plan skips */
-    int r = extract(st, spec->kinds[k], args[i], (size_t)k, &values[k], err, spec->memory, spec->device,
-                    spec->data_ptr_only);
+    int r = extract(st, spec->kinds[k], args[i], (size_t)k, &values[k], err, spec);
     if (r < 0) return r;
   }
   return 0;

@@ -152,6 +152,8 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
         if (cmp != 0) return fallback(self, "runtime_kwargs", false, args, nargs, kwnames);
       }
       fl_error serr;
+      /* A stream handle is an exact int (0x7f...): read inline; anything else the full way. */
+      if (fl_ext_u64_of(args[nargs + (size_t)k], &stream)) continue;
       if (fl_ext_parse_stream(args[nargs + (size_t)k], &stream, &serr) < 0)
         return fallback(self, serr.reason, false, args, nargs, kwnames);
     }

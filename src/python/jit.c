@@ -456,7 +456,7 @@ static int current_stream(JitObject *self, int32_t device, uint64_t *stream) {
   Py_DECREF(dev);
   if (!r) return -1;
   fl_error err;
-  int rc = fl_ext_parse_stream(r, stream, &err);
+  int rc = fl_ext_u64_of(r, stream) ? 0 : fl_ext_parse_stream(r, stream, &err);
   Py_DECREF(r);
   if (rc < 0) PyErr_Format(PyExc_RuntimeError, "fastlaunch: the driver's current stream: %s", err.reason);
   return rc;

@@ -361,8 +361,9 @@ def instructions(backend="null", cases=None):
         modes, all_cases = npu_bench.MODES, [c[0] for c in npu_bench.CASES]
     else:
         modes, all_cases = MODES, [c[0] for c in CASES]
+    only = [m for m in os.environ.get("FLDEV_INSTR_MODES", "").split(",") if m]  # a shorter run
     for case in (cases or all_cases):
-        for mode in modes:
+        for mode in [m for m in modes if not only or m in only]:
             with tempfile.TemporaryDirectory() as d:
                 cg = os.path.join(d, "cg.out")
                 cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=fl_bench_loop",
