@@ -90,7 +90,7 @@ def section(bench_json, int_json=None) -> str:
     backends = [b for b in dict.fromkeys(k[0] for k in table) if b != "c"]
     cases = [c for c in dict.fromkeys(k[1] for k in table) if c != "per tensor"]
     pointer = next((r.get("pointer_args") for r in data["results"] if r.get("pointer_args")), "?")
-    stock_path = next((r.get("stock_path") for r in data["results"] if r.get("stock_path")), None)
+    stock_path = next((r.get("stock_path") for r in data["results"] if r.get("stock_path") and r.get("backend") == "cuda-stub"), None)
     lines = [START, "", f"A run of `PYTHONPATH=tools python -m fldev bench --backend {' --backend '.join(backends)}` "
              f"({data.get('time', '?')}; pointer arguments: {pointer}; medians of repeats of a C loop of calls; "
              f"Python {data.get('python', '?')}, torch {data.get('torch', '?')}; the 2-core development machine, "
