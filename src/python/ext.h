@@ -48,6 +48,15 @@ typedef struct {
   char npu_queue_why[160];
 } fl_ext_state;
 
+/* Python 3.10's headers have no Py_NO_INLINE (3.11 added it). */
+#ifndef Py_NO_INLINE
+#if defined(__GNUC__)
+#define Py_NO_INLINE __attribute__((noinline))
+#else
+#define Py_NO_INLINE
+#endif
+#endif
+
 #if defined(__GNUC__)
 #define FL_EXT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
