@@ -196,38 +196,6 @@ __attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop(PyOb
   return Py_None;
 }
 
-static PyObject *ext_bench_loop(PyObject *module, PyObject *args) {
-  (void)module;
-  PyObject *callable, *call_args, *kwargs;
-  long long n;
-  if (!PyArg_ParseTuple(args, "OO!O!L:bench_loop", &callable, &PyTuple_Type, &call_args, &PyDict_Type, &kwargs, &n))
-    return NULL;
-  Py_ssize_t nargs = PyTuple_GET_SIZE(call_args), nkw = PyDict_GET_SIZE(kwargs);
-  PyObject **argv = PyMem_Calloc((size_t)(nargs + nkw) + 1, sizeof(PyObject *));
-  PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL;
-  PyObject *result = NULL;
-  if (!argv || (nkw && !kwnames)) {
-    PyErr_NoMemory();
-    goto done;
-  }
-  for (Py_ssize_t i = 0; i < nargs; i++) argv[i] = PyTuple_GET_ITEM(call_args, i);
-  /* The loop calls arbitrary code: it holds its own references to every argument. */
-  for (Py_ssize_t i = 0; i < nargs; i++) Py_INCREF(argv[i]);
-  Py_ssize_t pos = 0, k = 0;
-  PyObject *key, *value;
-  while (PyDict_Next(kwargs, &pos, &key, &value)) {
-    PyTuple_SET_ITEM(kwnames, k, Py_NewRef(key));
-    argv[nargs + k++] = Py_NewRef(value);
-  }
-  long long ns = 0;
-  if (fl_bench_loop(callable, argv, (size_t)nargs, kwnames, n, &ns)) result = PyLong_FromLongLong(ns);
-  for (Py_ssize_t i = 0; i < nargs + k; i++) Py_DECREF(argv[i]);
-done:
-  Py_XDECREF(kwnames);
-  PyMem_Free(argv);
-  return result;
-}
-
 /* n calls of obj[key](*args, **kwargs): Triton's `kernel[grid](...)`, subscript included. */
 __attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop_subscript(
     PyObject *obj, PyObject *key, PyObject *const *argv, size_t nargs, PyObject *kwnames, long long n, long long *ns) {
@@ -246,14 +214,9 @@ __attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop_subs
   return Py_None;
 }
 
-/* bench_subscript_loop(obj, key, args, kwargs, n) -> ns. */
-static PyObject *ext_bench_subscript_loop(PyObject *module, PyObject *args) {
-  (void)module;
-  PyObject *obj, *key, *call_args, *kwargs;
-  long long n;
-  if (!PyArg_ParseTuple(args, "OOO!O!L:bench_subscript_loop", &obj, &key, &PyTuple_Type, &call_args, &PyDict_Type,
-                        &kwargs, &n))
-    return NULL;
+/* n calls of callable(*call_args, **kwargs), or of callable[key](...) when key is given, in a C loop
+ * holding its own references to every argument (the loop calls arbitrary code): nanoseconds. */
+static PyObject *bench_calls(PyObject *callable, PyObject *key, PyObject *call_args, PyObject *kwargs, long long n) {
   Py_ssize_t nargs = PyTuple_GET_SIZE(call_args), nkw = PyDict_GET_SIZE(kwargs);
   PyObject **argv = PyMem_Calloc((size_t)(nargs + nkw) + 1, sizeof(PyObject *));
   PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL;
@@ -269,17 +232,39 @@ static PyObject *ext_bench_subscript_loop(PyObject *module, PyObject *args) {
     PyTuple_SET_ITEM(kwnames, k, Py_NewRef(kname));
     argv[nargs + k++] = Py_NewRef(value);
   }
-  Py_INCREF(obj);
-  Py_INCREF(key);
+  Py_INCREF(callable);
+  Py_XINCREF(key);
   long long ns = 0;
-  if (fl_bench_loop_subscript(obj, key, argv, (size_t)nargs, kwnames, n, &ns)) result = PyLong_FromLongLong(ns);
-  Py_DECREF(obj);
-  Py_DECREF(key);
+  PyObject *ok = key ? fl_bench_loop_subscript(callable, key, argv, (size_t)nargs, kwnames, n, &ns)
+                     : fl_bench_loop(callable, argv, (size_t)nargs, kwnames, n, &ns);
+  if (ok) result = PyLong_FromLongLong(ns);
+  Py_DECREF(callable);
+  Py_XDECREF(key);
   for (Py_ssize_t i = 0; i < nargs + k; i++) Py_DECREF(argv[i]);
 done:
   Py_XDECREF(kwnames);
   PyMem_Free(argv);
   return result;
+}
+
+static PyObject *ext_bench_loop(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *callable, *call_args, *kwargs;
+  long long n;
+  if (!PyArg_ParseTuple(args, "OO!O!L:bench_loop", &callable, &PyTuple_Type, &call_args, &PyDict_Type, &kwargs, &n))
+    return NULL;
+  return bench_calls(callable, NULL, call_args, kwargs, n);
+}
+
+/* bench_subscript_loop(obj, key, args, kwargs, n) -> ns. */
+static PyObject *ext_bench_subscript_loop(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *obj, *key, *call_args, *kwargs;
+  long long n;
+  if (!PyArg_ParseTuple(args, "OOO!O!L:bench_subscript_loop", &obj, &key, &PyTuple_Type, &call_args, &PyDict_Type,
+                        &kwargs, &n))
+    return NULL;
+  return bench_calls(obj, key, call_args, kwargs, n);
 }
 
 /* bench_launch_loop(plan, args, stream, n) -> ns: the backend's own launch loop (for cuda, the
