@@ -231,3 +231,11 @@ def disable() -> None:
     from fastlaunch import triton_jit
 
     triton_jit.disable()
+
+
+def register_c_sources(get_current_device, device_capsule, get_current_stream, stream_capsule) -> None:
+    """C equivalents of a non-torch driver's current device and stream, so the JIT dispatcher makes
+    no Python call for them (fastlaunch.triton_jit.register_c_sources says the contract)."""
+    from fastlaunch import triton_jit
+
+    triton_jit.register_c_sources(get_current_device, device_capsule, get_current_stream, stream_capsule)

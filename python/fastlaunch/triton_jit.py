@@ -147,6 +147,23 @@ def _is_torch_raw_stream(f):
 
 
 # Triton's knob groups whose values enter its key (options and their defaults) or the dispatch.
+_C_SOURCES = []  # (device callable, capsule, stream callable, capsule), newest first
+
+
+def register_c_sources(get_current_device, device_capsule, get_current_stream, stream_capsule) -> None:
+    """A driver's current device and stream readable from C: when Triton's active driver has these
+    two callables, the dispatcher calls the capsules' C functions instead (capsule names
+    `fastlaunch.current_device` and `fastlaunch.current_stream`; signatures of torch's C shim,
+    `int32_t (int32_t *device)` and `int32_t (int32_t device, void **stream)`, 0 on success). They
+    must return what the callables return. torch's own functions need no registration."""
+    for cap, name in ((device_capsule, "fastlaunch.current_device"), (stream_capsule, "fastlaunch.current_stream")):
+        if type(cap).__name__ != "PyCapsule":
+            raise TypeError(f"register_c_sources(): expected a capsule named {name}, got {type(cap).__name__}")
+    _C_SOURCES.insert(0, (get_current_device, device_capsule, get_current_stream, stream_capsule))
+    for d in list(_dispatchers):
+        d.invalidate()
+
+
 _KEY_KNOBS = ("runtime", "compilation", "language", "nvidia")
 
 
@@ -253,6 +270,11 @@ class _Policy:
         stream = getattr(driver, "get_current_stream", None)
         if _is_torch_current_device(dev) and _is_torch_raw_stream(stream) and _C.jit_torch_shim():
             dev = stream = None  # torch's C shim: no Python call per launch
+        else:
+            for d_fn, d_cap, s_fn, s_cap in _C_SOURCES:
+                if d_fn == dev and s_fn == stream:
+                    dev, stream = d_cap, s_cap  # the driver's registered C functions
+                    break
         return (reason, dev, stream, hooks, self._watched())
 
     def bind(self, key, kernel, args, kwargs, grid):

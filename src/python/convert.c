@@ -256,7 +256,31 @@ int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *a
   for (size_t i = 0; i < nargs; i++) {
     int32_t k = spec->argmap ? spec->argmap[i] : (int32_t)i;
     if (k < 0) continue; /* a position the plan skips */
-    int r = extract(st, spec->kinds[k], args[i], (size_t)k, &values[k], err, spec);
+    PyObject *obj = args[i];
+    fl_kind kind = spec->kinds[k];
+    /* The two common cases inline (a tensor through the door on a device the plan takes; a
+     * non-negative int of up to 63 bits for a non-pointer kind); everything else, errors included,
+     * the full way. */
+    if (kind == FL_KIND_PTR) {
+      uint64_t p;
+      int where, index;
+      if (st->door && !spec->data_ptr_only && !PyLong_Check(obj) && obj != Py_None &&
+          st->door->unpack(obj, &p, &where, &index) &&
+          (spec->memory == FL_MEMORY_ANY ||
+           (where == (int)spec->memory && (spec->device < 0 || index == spec->device)))) {
+        values[k].type = FL_VALUE_PTR;
+        values[k].v.p = p;
+        continue;
+      }
+    } else if (PyLong_CheckExact(obj)) {
+      uint64_t mag;
+      int neg;
+      if (fl_ext_int_digits(obj, &mag, &neg) && !neg && mag <= (uint64_t)INT64_MAX) {
+        values[k] = fl_int((int64_t)mag);
+        continue;
+      }
+    }
+    int r = extract(st, kind, obj, (size_t)k, &values[k], err, spec);
     if (r < 0) return r;
   }
   return 0;

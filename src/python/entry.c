@@ -42,6 +42,9 @@ typedef struct {
   uint64_t launchers_version;
   PyObject *launchers_seen; /* borrowed from the autotuner's dict; alive while its version holds */
   uint64_t flag_version[FL_ENTRY_CACHED_FLAGS];
+  /* The dicts of the first flags' modules (borrowed: the flags tuple holds the modules, and a
+   * module's dict is the same object for the module's life), NULL for a flag on another object. */
+  PyObject *flag_dict[FL_ENTRY_CACHED_FLAGS];
 } EntryObject;
 
 /* Hands the call to the bound launch: bound.entry_fallback(reason, stable, args, kwargs). The
@@ -88,8 +91,9 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *spec = PyTuple_GET_ITEM(self->flags, f);
     PyObject *owner = PyTuple_GET_ITEM(spec, 0), *name = PyTuple_GET_ITEM(spec, 1);
     int on;
-    if (PyModule_CheckExact(owner)) {
-      PyObject *mdict = PyModule_GetDict(owner);
+    PyObject *mdict = f < FL_ENTRY_CACHED_FLAGS ? self->flag_dict[f] : NULL;
+    if (!mdict && PyModule_CheckExact(owner)) mdict = PyModule_GetDict(owner);
+    if (mdict) {
       uint64_t version = dict_version(mdict);
       /* A flag recorded off stays off while the module's dict is unchanged. */
       if (FL_DICT_VERSIONS && f < FL_ENTRY_CACHED_FLAGS && version && self->flag_version[f] == version) continue;
@@ -229,6 +233,10 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_DECREF(self);
     return NULL;
   }
+  for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(self->flags) && f < FL_ENTRY_CACHED_FLAGS; f++) {
+    PyObject *owner = PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->flags, f), 0);
+    if (PyModule_CheckExact(owner)) self->flag_dict[f] = PyModule_GetDict(owner);
+  }
   return (PyObject *)self;
 }
 
@@ -250,6 +258,7 @@ static int entry_clear(EntryObject *self) {
   Py_CLEAR(self->launcher);
   Py_CLEAR(self->hook_lists);
   Py_CLEAR(self->flags);
+  memset(self->flag_dict, 0, sizeof self->flag_dict);
   Py_CLEAR(self->launcher_attr);
   return 0;
 }

@@ -136,7 +136,9 @@ typedef struct {
   PyObject *pre_run_hooks;/* list */
   PyObject *hook_lists;   /* tuple of lists */
   PyObject *stock_reason; /* str while every call goes to Triton, else NULL */
-  PyObject *device_fn, *stream_fn; /* callables, or NULL for torch's C shim */
+  PyObject *device_fn, *stream_fn; /* the driver's callables, or NULL where a C function reads them */
+  int32_t (*c_device)(int32_t *);  /* torch's shim, or a driver's registered C equivalent */
+  int32_t (*c_stream)(int32_t, void **);
   PyObject *watched;      /* tuple of dicts */
   PyObject **watched_at;  /* its items, and their versions when last revalidated (3.10, 3.11) */
   uint64_t *versions;
@@ -424,7 +426,7 @@ static int make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, j
 /* ---- device and stream, as Triton's driver reads them ---- */
 static int current_device(JitObject *self, int32_t *device) {
   if (!self->device_fn) {
-    if (aoti_device && aoti_device(device) == 0) return 0;
+    if (self->c_device && self->c_device(device) == 0) return 0;
     PyErr_SetString(PyExc_RuntimeError, "fastlaunch: torch's current device could not be read");
     return -1;
   }
@@ -443,7 +445,7 @@ static int current_device(JitObject *self, int32_t *device) {
 static int current_stream(JitObject *self, int32_t device, uint64_t *stream) {
   if (!self->stream_fn) {
     void *s = NULL;
-    if (aoti_stream && aoti_stream(device, &s) == 0) {
+    if (self->c_stream && self->c_stream(device, &s) == 0) {
       *stream = (uint64_t)(uintptr_t)s;
       return 0;
     }
@@ -632,9 +634,19 @@ static int watch_ack(JitObject *self) {
   return 0;
 }
 
-static int set_source(PyObject **slot, PyObject *value) {
-  Py_XSETREF(*slot, value == Py_None ? NULL : Py_NewRef(value));
-  return 0;
+/* A source of the current device or stream: None for torch's C shim, a capsule holding a C function
+ * of the shim's signature (registered by a driver that has one), or the driver's Python callable.
+ * Returns the capsule's pointer (NULL for the other two, with *slot set for a callable); -1 in *bad. */
+static void *set_source(PyObject **slot, PyObject *value, const char *capsule, int *bad) {
+  Py_CLEAR(*slot);
+  if (value == Py_None) return NULL;
+  if (!PyCapsule_CheckExact(value)) {
+    *slot = Py_NewRef(value);
+    return NULL;
+  }
+  void *p = PyCapsule_GetPointer(value, capsule);
+  if (!p) *bad = -1;
+  return p;
 }
 
 /* policy.revalidate() -> (stock reason or None, device_fn, stream_fn, hook lists, watched dicts). */
@@ -649,11 +661,17 @@ static int revalidate(JitObject *self) {
   }
   PyObject *reason = PyTuple_GET_ITEM(r, 0);
   Py_XSETREF(self->stock_reason, reason == Py_None ? NULL : Py_NewRef(reason));
-  set_source(&self->device_fn, PyTuple_GET_ITEM(r, 1));
-  set_source(&self->stream_fn, PyTuple_GET_ITEM(r, 2));
+  int bad = 0;
+  void *cdev = set_source(&self->device_fn, PyTuple_GET_ITEM(r, 1), "fastlaunch.current_device", &bad);
+  void *cstream = set_source(&self->stream_fn, PyTuple_GET_ITEM(r, 2), "fastlaunch.current_stream", &bad);
+  self->c_device = aoti_device;
+  self->c_stream = aoti_stream;
+  if (cdev) *(void **)&self->c_device = cdev;
+  if (cstream) *(void **)&self->c_stream = cstream;
   Py_SETREF(self->hook_lists, Py_NewRef(PyTuple_GET_ITEM(r, 3)));
   Py_SETREF(self->watched, Py_NewRef(PyTuple_GET_ITEM(r, 4)));
   Py_DECREF(r);
+  if (bad) return -1;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->hook_lists); i++)
     if (!PyList_Check(PyTuple_GET_ITEM(self->hook_lists, i))) return PyErr_SetString(PyExc_TypeError, "hook lists"), -1;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->watched); i++)

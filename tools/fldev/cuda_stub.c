@@ -14,6 +14,7 @@ typedef struct stub_state {
   int nparams; /* parameters to copy from a parameter array */
   unsigned grid[3], block[3], shared;
   uint64_t stream, function;
+  uint64_t stream_handle; /* what stub_current_stream returns */
   int nattrs;
   int attr_ids[8];
   unsigned attr_vals[8][3];
@@ -26,6 +27,16 @@ typedef struct stub_state {
 __attribute__((visibility("default"))) stub_state stub;
 
 #define API __attribute__((visibility("default"))) int
+
+/* The stand-in driver's current device and stream for fastlaunch's JIT dispatcher, with the
+ * signatures of torch's C shim (aoti_torch_get_current_device_index / _cuda_stream) that it calls on
+ * a GPU; the Python driver's callables return the same values. */
+API stub_current_device(int32_t *device) { *device = 0; return 0; }
+API stub_current_stream(int32_t device, void **stream) {
+  if (device != 0) return 1;
+  *stream = (void *)(uintptr_t)stub.stream_handle;
+  return 0;
+}
 
 API cuInit(unsigned f) { (void)f; return 0; }
 API cuDriverGetVersion(int *v) { *v = 13000; return 0; }

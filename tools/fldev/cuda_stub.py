@@ -26,7 +26,8 @@ STREAM = 0x7F3A_5C00_1230
 class StubState(ctypes.Structure):
     _fields_ = [("calls", ctypes.c_uint64), ("record", ctypes.c_int), ("nparams", ctypes.c_int),
                 ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
-                ("stream", ctypes.c_uint64), ("function", ctypes.c_uint64), ("nattrs", ctypes.c_int),
+                ("stream", ctypes.c_uint64), ("function", ctypes.c_uint64), ("stream_handle", ctypes.c_uint64),
+                ("nattrs", ctypes.c_int),
                 ("attr_ids", ctypes.c_int * 8), ("attr_vals", (ctypes.c_uint * 3) * 8),
                 ("buffer_size", ctypes.c_size_t), ("buffer", ctypes.c_ubyte * 4096), ("used_params", ctypes.c_int),
                 ("params", (ctypes.c_ubyte * 8) * 256)]
@@ -47,6 +48,18 @@ class Stub:
 
 
 _stub = None
+
+
+def _capsule(cfunc, what):
+    """A PyCapsule named fastlaunch.current_<what> around a C function of the stub."""
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    name = _CAPSULE_NAMES.setdefault(what, ctypes.create_string_buffer(f"fastlaunch.current_{what}".encode()))
+    return new(ctypes.cast(cfunc, ctypes.c_void_p), ctypes.addressof(name), None)
+
+
+_CAPSULE_NAMES = {}  # the capsules' names must outlive them
 
 
 def _build(directory):
@@ -91,10 +104,16 @@ def load(directory=None):
         pass
     d = nv.CudaDriver()
     # torch here has no CUDA: the driver's device and stream come from C callables standing in for
-    # torch's (device 0; a stream handle of a realistic size), as cheap to call as torch's own.
+    # torch's (device 0; a stream handle of a realistic size). Triton's own path calls these; the
+    # JIT dispatcher calls their C equivalents in the stub (as it calls torch's C shim on a GPU).
     d.get_current_device = (0).__index__
     d.set_current_device = lambda device: None
     d.get_current_stream = {0: STREAM}.get
+    _stub.state.stream_handle = STREAM
+    from fastlaunch import triton_jit
+
+    triton_jit.register_c_sources(d.get_current_device, _capsule(_stub.lib.stub_current_device, "device"),
+                                  d.get_current_stream, _capsule(_stub.lib.stub_current_stream, "stream"))
     d.get_device_capability = lambda device=None: (9, 0)
     triton.runtime.driver.set_active(d)
     return _stub

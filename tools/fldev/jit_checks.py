@@ -66,6 +66,31 @@ def steady_state_is_fast_and_grid_programs_run_in_c(env):
 
 
 @check
+def registered_c_sources_read_the_stream(env):
+    """The stub registers C equivalents of its driver's device and stream: the dispatcher reads the
+    stream through C (a different handle in the stub's C source shows up in the launch), and a
+    registration that is not a capsule is refused by name."""
+    from fldev import cuda_stub
+
+    env.add()
+    env.stub.record(0)
+    env.stub.state.stream_handle = 0x7F00_0000_BEEF
+    env.add()
+    seen_c = env.stub.state.stream
+    env.stub.state.stream_handle = cuda_stub.STREAM
+    env.add()
+    seen_back = env.stub.state.stream
+    env.stub.count_only()
+    try:
+        env.flt.register_c_sources(len, object(), len, object())
+        refused = None
+    except TypeError as exc:
+        refused = str(exc)
+    return (seen_c == 0x7F00_0000_BEEF and seen_back == cuda_stub.STREAM and refused is not None
+            and "fastlaunch.current_device" in refused), (hex(seen_c), hex(seen_back), refused)
+
+
+@check
 def warmup_goes_to_triton_and_launches_nothing(env):
     env.add()
     before, c0 = env.launches(), counts(env.K.tensors)
