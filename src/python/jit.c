@@ -19,6 +19,7 @@
  * the things it watches change (knobs, the environment, the active driver, the kernel's globals).
  * The policy (fastlaunch.triton_jit) owns those decisions; this file only applies them. */
 #include "ext.h"
+#include "watch.h"
 
 #include <dlfcn.h>
 
@@ -26,27 +27,6 @@
 #define JIT_MAX_PARAMS 256  /* parameters bound on the stack */
 #define JIT_MAX_OPTIONS 32  /* option keywords */
 #define JIT_MAX_GRID_VARS 16
-
-/* ---- what changed: dict watchers (3.12+) or dict version tags (3.10, 3.11) ---- */
-#if PY_VERSION_HEX >= 0x030C0000
-#define JIT_WATCHERS 1
-/* Process-wide: moves whenever any dict some dispatcher watches changes (the watcher is one per
- * interpreter; a spurious move only costs a dispatcher one revalidation). */
-static uint64_t watch_epoch = 1;
-static int watch_callback(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *new_value) {
-  (void)event, (void)dict, (void)key, (void)new_value;
-  watch_epoch++;
-  return 0;
-}
-#else
-#define JIT_WATCHERS 0
-static inline uint64_t dict_version(PyObject *dict) {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  return ((PyDictObject *)dict)->ma_version_tag;
-#pragma GCC diagnostic pop
-}
-#endif
 
 /* ---- the key ---- */
 enum {
@@ -139,12 +119,7 @@ typedef struct {
   PyObject *device_fn, *stream_fn; /* the driver's callables, or NULL where a C function reads them */
   int32_t (*c_device)(int32_t *);  /* torch's shim, or a driver's registered C equivalent */
   int32_t (*c_stream)(int32_t, void **);
-  PyObject *watched;      /* tuple of dicts */
-  PyObject **watched_at;  /* its items, and their versions when last revalidated (3.10, 3.11) */
-  uint64_t *versions;
-  Py_ssize_t nwatched;
-  uint64_t epoch;
-  int force;              /* revalidate at the next call whatever the watched dicts say */
+  fl_ext_watch watch;     /* the policy's watched dicts */
   PyObject *spare_call;   /* the JitCall handed out by kernel[grid] while nobody else holds it */
   PyObject *stock_counts; /* dict reason -> count */
   unsigned long long fast, stock;
@@ -596,44 +571,6 @@ static PyObject *stock(JitObject *self, PyObject *grid, PyObject *const *args, s
 }
 
 /* ---- revalidation: when a watched dict changed, the policy says what holds now ---- */
-static int watch_changed(const JitObject *self) {
-  if (self->force) return 1;
-#if JIT_WATCHERS
-  return self->epoch != watch_epoch;
-#else
-  uint64_t changed = 0;
-  for (Py_ssize_t i = 0; i < self->nwatched; i++) changed |= dict_version(self->watched_at[i]) ^ self->versions[i];
-  return changed != 0;
-#endif
-}
-
-static int watch_ack(JitObject *self) {
-  self->force = 0;
-#if JIT_WATCHERS
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->watched); i++)
-    if (PyDict_Watch(self->state->dict_watcher, PyTuple_GET_ITEM(self->watched, i)) < 0) return -1;
-  self->epoch = watch_epoch;
-#else
-  Py_ssize_t n = PyTuple_GET_SIZE(self->watched);
-  uint64_t *v = PyMem_Realloc(self->versions, (size_t)(n ? n : 1) * sizeof *v);
-  if (v) self->versions = v;
-  PyObject **at = v ? PyMem_Realloc(self->watched_at, (size_t)(n ? n : 1) * sizeof *at) : NULL;
-  if (!at) {
-    self->nwatched = 0;
-    self->force = 1;
-    PyErr_NoMemory();
-    return -1;
-  }
-  self->watched_at = at;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    at[i] = PyTuple_GET_ITEM(self->watched, i); /* the tuple keeps them alive */
-    v[i] = dict_version(at[i]);
-  }
-  self->nwatched = n;
-#endif
-  return 0;
-}
-
 /* A source of the current device or stream: None for torch's C shim, a capsule holding a C function
  * of the shim's signature (registered by a driver that has one), or the driver's Python callable.
  * Returns the capsule's pointer (NULL for the other two, with *slot set for a callable); -1 in *bad. */
@@ -669,14 +606,13 @@ static int revalidate(JitObject *self) {
   if (cdev) *(void **)&self->c_device = cdev;
   if (cstream) *(void **)&self->c_stream = cstream;
   Py_SETREF(self->hook_lists, Py_NewRef(PyTuple_GET_ITEM(r, 3)));
-  Py_SETREF(self->watched, Py_NewRef(PyTuple_GET_ITEM(r, 4)));
+  PyObject *watched = Py_NewRef(PyTuple_GET_ITEM(r, 4));
   Py_DECREF(r);
-  if (bad) return -1;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->hook_lists); i++)
-    if (!PyList_Check(PyTuple_GET_ITEM(self->hook_lists, i))) return PyErr_SetString(PyExc_TypeError, "hook lists"), -1;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->watched); i++)
-    if (!PyDict_Check(PyTuple_GET_ITEM(self->watched, i))) return PyErr_SetString(PyExc_TypeError, "watched"), -1;
-  return watch_ack(self);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->hook_lists) && !bad; i++)
+    if (!PyList_Check(PyTuple_GET_ITEM(self->hook_lists, i))) bad = -1, PyErr_SetString(PyExc_TypeError, "hook lists");
+  int rc = bad ? -1 : fl_ext_watch_set(&self->watch, self->state, watched);
+  Py_DECREF(watched);
+  return rc;
 }
 
 /* ---- the call ---- */
@@ -730,7 +666,7 @@ static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args
   PyObject *grid = kw->grid;
 #define STOCK(reason, miss) stock(self, grid, args, nargs, kwnames, kw->has_grid, reason, NULL, miss)
   if (kw->warmup) return STOCK("warmup", NULL);
-  if (FL_EXT_UNLIKELY(watch_changed(self)) && revalidate(self) < 0) return NULL;
+  if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch)) && revalidate(self) < 0) return NULL;
   if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, self->stock_reason, NULL);
   const char *why = jit_dispatch_checks(self);
   if (why) return STOCK(why, NULL);
@@ -894,19 +830,15 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->option_names = Py_NewRef(options);
   self->pre_run_hooks = Py_NewRef(pre);
   self->hook_lists = PyTuple_New(0);
-  self->watched = PyTuple_New(0);
   self->stock_counts = PyDict_New();
   self->stock_reason = PyUnicode_FromString("not_validated");
   self->param_const = PyMem_Calloc((size_t)(np ? np : 1), 1);
-  self->force = 1; /* revalidated at the first call */
-  if (!self->hook_lists || !self->watched || !self->stock_counts || !self->stock_reason || !self->param_const) {
+  self->watch.force = 1; /* revalidated at the first call */
+  if (!self->hook_lists || !self->stock_counts || !self->stock_reason || !self->param_const) {
     Py_DECREF(self);
     return PyErr_NoMemory();
   }
   for (Py_ssize_t i = 0; i < np; i++) self->param_const[i] = (uint8_t)PyObject_IsTrue(PyTuple_GET_ITEM(consts, i));
-#if !JIT_WATCHERS
-  self->versions = NULL;
-#endif
   return (PyObject *)self;
 }
 
@@ -1025,7 +957,7 @@ static PyObject *jit_clear_method(JitObject *self, PyObject *unused) {
 /* Forces revalidation at the next call (the policy changed something it decides on). */
 static PyObject *jit_invalidate(JitObject *self, PyObject *unused) {
   (void)unused;
-  self->force = 1;
+  self->watch.force = 1;
   Py_RETURN_NONE;
 }
 
@@ -1105,14 +1037,10 @@ static void jit_dealloc(JitObject *self) {
   jit_clear(self);
   Py_CLEAR(self->param_names);
   Py_CLEAR(self->option_names);
-  Py_CLEAR(self->watched);
+  fl_ext_watch_free(&self->watch);
   Py_CLEAR(self->stock_reason);
   Py_CLEAR(self->stock_counts);
   PyMem_Free(self->param_const);
-#if !JIT_WATCHERS
-  PyMem_Free(self->versions);
-  PyMem_Free(self->watched_at);
-#endif
   tp->tp_free(self);
   Py_DECREF(tp);
 }
@@ -1342,10 +1270,7 @@ PyMethodDef fl_ext_jit_methods[] = {
 };
 
 int fl_ext_add_jit_types(PyObject *module, fl_ext_state *st) {
-#if JIT_WATCHERS
-  st->dict_watcher = PyDict_AddWatcher(watch_callback);
-  if (st->dict_watcher < 0) return -1;
-#endif
+  if (fl_ext_watch_init(st) < 0) return -1;
   st->str_warmup = PyUnicode_InternFromString("warmup");
   st->str_run = PyUnicode_InternFromString("run");
   if (!st->str_warmup || !st->str_run) return -1;

@@ -1,0 +1,51 @@
+/* watch.h: what changed in a set of dicts since a dispatcher last looked (jit.c, autotune.c).
+ * CPython 3.12+: one dict watcher per interpreter moves a process-wide epoch whenever any watched
+ * dict changes (a spurious move only costs a dispatcher one revalidation). 3.10 and 3.11: each
+ * dict's version tag, recorded when the set was acknowledged. */
+#ifndef FASTLAUNCH_WATCH_H
+#define FASTLAUNCH_WATCH_H
+
+#include "ext.h"
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define FL_EXT_WATCHERS 1
+extern uint64_t fl_ext_watch_epoch;
+#else
+#define FL_EXT_WATCHERS 0
+static inline uint64_t fl_ext_dict_version(PyObject *dict) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  return ((PyDictObject *)dict)->ma_version_tag;
+#pragma GCC diagnostic pop
+}
+#endif
+
+typedef struct {
+  PyObject *dicts;     /* tuple of dicts (a new reference) */
+  PyObject **at;       /* 3.10, 3.11: its items (borrowed from the tuple) and their versions */
+  uint64_t *versions;
+  Py_ssize_t n;
+  uint64_t epoch;      /* 3.12+: the epoch when last acknowledged */
+  int force;           /* changed, whatever the dicts say */
+} fl_ext_watch;
+
+/* True when a watched dict may have changed since fl_ext_watch_set. */
+static inline int fl_ext_watch_changed(const fl_ext_watch *w) {
+  if (w->force) return 1;
+#if FL_EXT_WATCHERS
+  return w->epoch != fl_ext_watch_epoch;
+#else
+  uint64_t changed = 0;
+  for (Py_ssize_t i = 0; i < w->n; i++) changed |= fl_ext_dict_version(w->at[i]) ^ w->versions[i];
+  return changed != 0;
+#endif
+}
+
+/* Watches `dicts` (a tuple of dicts) from now on. 0, or -1 with an exception (then `force` stays
+ * set, so the next call looks again). */
+int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts);
+void fl_ext_watch_free(fl_ext_watch *w);
+/* The interpreter's dict watcher (3.12+; nothing before). 0, or -1 with an exception. */
+int fl_ext_watch_init(fl_ext_state *st);
+
+#endif
