@@ -118,6 +118,6 @@ def _report_jit(out):
     for name, c in sites:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(c["stock_reasons"].items()))
         line = f"  {name}: fast={c['fast']} triton={c['stock']} variants={c['variants']}"
-        if c["grid_calls"]:
+        if c.get("grid_calls"):
             line += f" grid-called={c['grid_calls']}"
         print(line + (f" triton-reasons[{reasons}]" if reasons else ""), file=out)

@@ -30,41 +30,55 @@ from fastlaunch._C import FastLaunchPlanUnavailable
 
 log = logging.getLogger("fastlaunch")
 
-_state = {"enabled": False, "had_getitem": False, "getitem": None, "backend": "cuda"}
+_state = {"enabled": False, "getitems": [], "backend": "cuda"}
 _dispatchers: "weakref.WeakSet" = weakref.WeakSet()
 _not_bound: dict = {}
 
 
-def enable(*, backend: str = "cuda") -> None:
-    """Serves every `@triton.jit` kernel's `kernel[grid](...)` (and `kernel.run(...)`) through
-    fastlaunch from now on: kernels already defined and those defined later. Idempotent."""
+def _kernel_classes():
+    """The classes whose `kernel[grid]` fastlaunch serves: Triton's JITFunction, Autotuner, Heuristics."""
     from triton.runtime.jit import JITFunction
 
+    classes = [JITFunction]
+    try:
+        from triton.runtime.autotuner import Autotuner, Heuristics
+
+        classes += [Autotuner, Heuristics]
+    except ImportError:  # a Triton without them: the JIT alone
+        pass
+    return classes
+
+
+def enable(*, backend: str = "cuda") -> None:
+    """Serves every `@triton.jit` kernel's `kernel[grid](...)` (and `kernel.run(...)`) through
+    fastlaunch from now on, `@triton.autotune` and `@triton.heuristics` kernels included: kernels
+    already defined and those defined later. Idempotent."""
     if _state["enabled"]:
         return
-    _state["had_getitem"] = "__getitem__" in JITFunction.__dict__
-    stock = JITFunction.__getitem__
-    _state["getitem"] = stock
     _state["backend"] = backend
-    JITFunction.__getitem__ = _C.JitSubscript(stock, _attach)
+    _state["getitems"] = []
+    for cls in _kernel_classes():
+        had = "__getitem__" in cls.__dict__
+        stock = cls.__getitem__
+        _state["getitems"].append((cls, had, stock))
+        cls.__getitem__ = _C.JitSubscript(stock, _attach)
     _state["enabled"] = True
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
 
 def disable() -> None:
     """Gives every call slot back to Triton."""
-    from triton.runtime.jit import JITFunction
-
     if not _state["enabled"]:
         return
-    if _state["had_getitem"]:
-        JITFunction.__getitem__ = _state["getitem"]
-    else:
-        del JITFunction.__getitem__
+    for cls, had, stock in _state["getitems"]:
+        if had:
+            cls.__getitem__ = stock
+        else:
+            del cls.__getitem__
     for d in list(_dispatchers):
-        fn = d.fn
-        if vars(fn).get("run") is d:
-            del fn.__dict__["run"]
+        owner = d.fn if hasattr(d, "fn") else d.autotuner
+        if vars(owner).get("run") is d:
+            del owner.__dict__["run"]
         d.clear()
     for fn in list(_refused):
         fn.__dict__.pop("run", None)
@@ -88,6 +102,8 @@ def _attach(fn) -> None:
 
     if "run" in vars(fn):
         return
+    if not isinstance(fn, JITFunction):
+        return _attach_wrapper(fn)
     if type(fn).run is not JITFunction.run or getattr(fn, "is_gluon", lambda: False)():
         return _refuse(fn, "jit_subclass")
     try:
@@ -106,17 +122,117 @@ def _attach(fn) -> None:
     _dispatchers.add(d)
 
 
+def _inner_run(fn):
+    """What an Autotuner's or a Heuristics' `self.fn.run` is once served: the inner JITFunction's
+    dispatcher (attached now), or the inner wrapper's run."""
+    from triton.runtime.jit import JITFunction
+
+    if isinstance(fn, JITFunction):
+        _attach(fn)
+    elif "run" not in vars(fn):
+        _attach_wrapper(fn)
+    return fn.run
+
+
+def _attach_wrapper(fn) -> None:
+    """An Autotuner gets a dispatcher of its own (autotune.c); a Heuristics keeps Triton's run (its
+    heuristics are Python functions, called as Triton calls them) over a served inner kernel."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    if isinstance(fn, Heuristics) and type(fn).run is Heuristics.run:
+        _inner_run(fn.fn)
+        _refuse(fn, "heuristics_run_by_triton")
+        return
+    if not isinstance(fn, Autotuner) or type(fn).run is not Autotuner.run:
+        return _refuse(fn, "kernel_wrapper_subclass")
+    try:
+        _inner_run(fn.fn)
+        policy = _AutotunePolicy(fn)
+        names = tuple(fn.arg_names)
+        keys = tuple(names.index(k) for k in fn.keys if k in names)
+        d = _C.AutotuneDispatcher(fn, type(fn).run.__get__(fn), policy, arg_names=names, key_params=keys,
+                                  configs=fn.configs)
+    except Exception as exc:  # noqa: BLE001 - an Autotuner this does not recognise stays Triton's
+        return _refuse(fn, f"unrecognised_autotuner:{type(exc).__name__}")
+    policy.dispatcher = weakref.ref(d)
+    fn.__dict__["run"] = d
+    _dispatchers.add(d)
+
+
 def sites():
     """(name, counts) of every kernel with a dispatcher, for report()."""
     out = []
     for d in list(_dispatchers):
-        fn = d.fn
-        out.append((f"jit:{getattr(fn, '__name__', '?')}", d.counts))
+        if hasattr(d, "fn"):
+            out.append((f"jit:{getattr(d.fn, '__name__', '?')}", d.counts))
+        else:
+            base = getattr(d.autotuner, "base_fn", None)
+            out.append((f"autotune:{getattr(base, '__name__', '?')}", d.counts))
     return sorted(out, key=lambda x: x[0])
 
 
 def not_bound():
     return dict(_not_bound)
+
+
+# ---- the policy of one Autotuner ----
+
+def autotune_key(autotuner, args, kwargs):
+    """The cache key Triton's Autotuner.run computes for a call (its code, read, not called)."""
+    nargs = dict(zip(autotuner.arg_names, args))
+    all_args = {**nargs, **kwargs}
+    named = {k: v for (k, v) in all_args.items() if k in autotuner.arg_names}
+    key = [named[k] for k in autotuner.keys if k in named]
+    for _, arg in named.items():
+        if hasattr(arg, "dtype"):
+            key.append(str(arg.dtype))
+    return tuple(key)
+
+
+class _AutotunePolicy:
+    """What the AutotuneDispatcher of one Autotuner cannot decide in C."""
+
+    def __init__(self, autotuner):
+        self.autotuner = autotuner
+        self.dispatcher = None
+        self.bound = {}  # key bytes -> (Triton's key, config)
+
+    def revalidate(self):
+        """(stock reason or None, watched dicts, inner run): after the tuner's cache changed (a
+        key tuned), every bound key whose config is no longer the cache's is forgotten."""
+        at = self.autotuner
+        d = self.dispatcher() if self.dispatcher else None
+        cache = getattr(at, "cache", None)
+        if not isinstance(cache, dict) or not isinstance(at.configs, list):
+            return ("autotuner_unrecognised", (), None)
+        if any((len(at.configs) > 1 and cache.get(k) is not c) or (len(at.configs) <= 1 and at.configs[0] is not c)
+               for k, c in self.bound.values()):
+            if d is not None:
+                d.clear()
+            self.bound = {}
+        return (None, (cache,), _inner_run(at.fn))
+
+    def bind(self, key_bytes, args, kwargs):
+        """Binds the config Triton's run used for a call whose key had none."""
+        at = self.autotuner
+        d = self.dispatcher() if self.dispatcher else None
+        if d is None:
+            return
+        if len(at.configs) > 1:
+            key = autotune_key(at, args, kwargs)
+            config = at.cache.get(key)
+        else:
+            key, config = (), at.configs[0]
+        keep = tuple(v for v in key if isinstance(v, str))
+        if config is None:
+            d._insert(key_bytes, None, (), (), keep, "key_not_cached")
+        elif getattr(config, "pre_hook", None) is not None:
+            d._insert(key_bytes, None, (), (), keep, "config_pre_hook")
+        else:
+            kw = config.all_kwargs()
+            d._insert(key_bytes, config, tuple(kw), tuple(kw.values()), keep, None)
+            self.bound[key_bytes] = (key, config)
+        d.invalidate()  # the cache (just written by a tune) enters the watched set as it is now
 
 
 # ---- the policy of one kernel ----

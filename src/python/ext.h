@@ -37,6 +37,7 @@ typedef struct {
   PyTypeObject *jit_type;
   PyTypeObject *jit_call_type;
   PyTypeObject *jit_subscript_type;
+  PyTypeObject *autotune_type; /* autotune.c: Triton's Autotuner's dispatcher */
   int dict_watcher;           /* 3.12+: the watcher id of the JIT's watched dicts */
   /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
   const fl_tensor_door *door;
@@ -182,6 +183,13 @@ int fl_ext_add_entry_type(PyObject *module, fl_ext_state *st);
 
 /* Triton's JIT: JitDispatcher, JitCall, JitSubscript and jit_torch_shim(). */
 int fl_ext_add_jit_types(PyObject *module, fl_ext_state *st);
+int fl_ext_add_autotune_type(PyObject *module, fl_ext_state *st);
+/* jit.c: a JitDispatcher called as kernel[grid](*args, **kwargs) is (grid given apart). */
+PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames);
+/* autotune.c: an AutotuneDispatcher called as kernel[grid](...), and its reused kernel[grid] object. */
+PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames);
+PyObject **fl_ext_autotune_spare(PyObject *dispatcher);
 
 /* ---- 4. testing.c ---- */
 extern PyMethodDef fl_ext_testing_methods[];

@@ -132,7 +132,8 @@ typedef struct {
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
-  JitObject *jit;
+  fl_ext_state *state;
+  PyObject *target; /* a JitDispatcher or an AutotuneDispatcher */
   PyObject *grid;
 } JitCallObject;
 
@@ -770,24 +771,29 @@ static PyObject *jit_vectorcall(PyObject *callable, PyObject *const *args, size_
   return res;
 }
 
-/* kernel[grid](*args, **kwargs). */
-static PyObject *jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-  JitCallObject *call = (JitCallObject *)callable;
-  JitObject *self = call->jit;
-  size_t nargs = PyVectorcall_NARGS(nargsf);
+/* kernel[grid](*args, **kwargs), the grid given apart. */
+PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames) {
+  JitObject *self = (JitObject *)jit;
   jit_kw kw;
-  kw.grid = call->grid;
+  kw.grid = grid;
   kw.has_grid = 0;
   kw.warmup = 0;
   kw.kwnames = kwnames;
   kw.nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   if (kw.nkw > JIT_MAX_PARAMS + JIT_MAX_OPTIONS) {
     count_stock(self, "keywords", NULL);
-    return call_stock(self, call->grid, args, nargs, kwnames, 0);
+    return call_stock(self, grid, args, nargs, kwnames, 0);
   }
   for (Py_ssize_t k = 0; k < kw.nkw; k++) kw.kwvals[k] = args[nargs + (size_t)k];
+  return jit_dispatch(self, &kw, args, nargs, kwnames);
+}
+
+static PyObject *jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  JitCallObject *call = (JitCallObject *)callable;
   Py_INCREF(call); /* the grid it holds stays alive through the call */
-  PyObject *res = jit_dispatch(self, &kw, args, nargs, kwnames);
+  PyObject *res = Py_TYPE(call->target) == call->state->jit_type
+                      ? fl_ext_jit_run_grid(call->target, call->grid, args, PyVectorcall_NARGS(nargsf), kwnames)
+                      : fl_ext_autotune_call(call->target, call->grid, args, nargsf, kwnames);
   Py_DECREF(call);
   return res;
 }
@@ -985,8 +991,10 @@ static PyObject *jit_key_of(JitObject *self, PyObject *const *args, Py_ssize_t n
 
 static PyObject *jit_get_counts(JitObject *self, void *closure) {
   (void)closure;
-  return Py_BuildValue("{sKsKsOsnsK}", "fast", self->fast, "stock", self->stock, "stock_reasons",
-                       self->stock_counts, "variants", (Py_ssize_t)self->count, "grid_calls", self->grid_calls);
+  PyObject *reasons = PyDict_Copy(self->stock_counts); /* a snapshot: the counts go on */
+  if (!reasons) return NULL;
+  return Py_BuildValue("{sKsKsNsnsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
+                       "variants", (Py_ssize_t)self->count, "grid_calls", self->grid_calls);
 }
 
 static PyObject *jit_get_fn(JitObject *self, void *closure) {
@@ -1092,13 +1100,13 @@ static PyType_Spec jit_spec = {
 /* ---- JitCall ---- */
 static int jit_call_traverse(JitCallObject *self, visitproc visit, void *arg) {
   Py_VISIT(Py_TYPE(self));
-  Py_VISIT(self->jit);
+  Py_VISIT(self->target);
   Py_VISIT(self->grid);
   return 0;
 }
 
 static int jit_call_clear(JitCallObject *self) {
-  Py_CLEAR(self->jit);
+  Py_CLEAR(self->target);
   Py_CLEAR(self->grid);
   return 0;
 }
@@ -1135,11 +1143,12 @@ static PyType_Spec jit_call_spec = {
     .slots = jit_call_slots,
 };
 
-static PyObject *new_call(fl_ext_state *st, JitObject *jit, PyObject *grid) {
+static PyObject *new_call(fl_ext_state *st, PyObject *target, PyObject *grid) {
   JitCallObject *call = PyObject_GC_New(JitCallObject, st->jit_call_type);
   if (!call) return NULL;
   call->vectorcall = jit_call_vectorcall;
-  call->jit = (JitObject *)Py_NewRef(jit);
+  call->state = st;
+  call->target = Py_NewRef(target);
   call->grid = Py_NewRef(grid);
   PyObject_GC_Track(call);
   return (PyObject *)call;
@@ -1169,15 +1178,17 @@ static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args,
     dictptr = _PyObject_GetDictPtr(kernel);
     run = dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, sub->state->str_run) : NULL;
   }
-  if (!run || Py_TYPE(run) != sub->state->jit_type) return PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
-  JitObject *jit = (JitObject *)run;
-  PyObject *spare = jit->spare_call;
+  PyObject **spare_at;
+  if (run && Py_TYPE(run) == sub->state->jit_type) spare_at = &((JitObject *)run)->spare_call;
+  else if (run && Py_TYPE(run) == sub->state->autotune_type) spare_at = fl_ext_autotune_spare(run);
+  else return PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
+  PyObject *spare = *spare_at;
   if (spare && Py_REFCNT(spare) == 1) { /* nobody holds the last one: it is reused */
     Py_SETREF(((JitCallObject *)spare)->grid, Py_NewRef(grid));
     return Py_NewRef(spare);
   }
-  PyObject *call = new_call(sub->state, jit, grid);
-  if (call && !spare) jit->spare_call = Py_NewRef(call);
+  PyObject *call = new_call(sub->state, run, grid);
+  if (call && !spare) *spare_at = Py_NewRef(call);
   return call;
 }
 

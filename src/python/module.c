@@ -211,6 +211,7 @@ static int module_exec(PyObject *module) {
   if (fl_ext_add_plan_type(module, st) < 0) return -1;
   if (fl_ext_add_entry_type(module, st) < 0) return -1;
   if (fl_ext_add_jit_types(module, st) < 0) return -1;
+  if (fl_ext_add_autotune_type(module, st) < 0) return -1;
   if (fl_ext_add_testing_types(module, st) < 0) return -1;
   if (PyModule_AddFunctions(module, fl_ext_testing_methods) < 0) return -1;
   if (PyModule_AddIntConstant(module, "STACK_ARGS", 4096) < 0) return -1;
@@ -227,6 +228,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(st->jit_type);
   Py_VISIT(st->jit_call_type);
   Py_VISIT(st->jit_subscript_type);
+  Py_VISIT(st->autotune_type);
   return 0;
 }
 
@@ -246,6 +248,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->jit_type);
   Py_CLEAR(st->jit_call_type);
   Py_CLEAR(st->jit_subscript_type);
+  Py_CLEAR(st->autotune_type);
   return 0;
 }
 

@@ -70,3 +70,27 @@ def grid2d(x_ptr, rows, cols, stride, BLOCK_R: tl.constexpr, BLOCK_C: tl.constex
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)[None, :]
     m = (r < rows) & (c < cols)
     tl.store(x_ptr + r * stride + c, tl.load(x_ptr + r * stride + c, mask=m) + 1, mask=m)
+
+
+# Autotuned: the stand-in driver's benchmarker (cuda_stub._benchmark) times each config by its block
+# size, so tuning picks the same config on every run.
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4),
+                          triton.Config({"BLOCK": 256}, num_warps=8, num_stages=2)], key=["n"])
+@triton.jit
+def tuned(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_C": 16}, num_warps=1), triton.Config({"BLOCK_C": 64}, num_warps=2)],
+                 key=["rows", "cols"])
+@triton.heuristics({"EVEN": lambda a: a["cols"] % a["BLOCK_C"] == 0})
+@triton.jit
+def tuned_heuristics(x_ptr, rows, cols, BLOCK_C: tl.constexpr, EVEN: tl.constexpr):
+    c = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    if EVEN:
+        tl.store(x_ptr + c, tl.load(x_ptr + c) + rows)
+    else:
+        m = c < cols
+        tl.store(x_ptr + c, tl.load(x_ptr + c, mask=m) + rows, mask=m)

@@ -91,6 +91,48 @@ def registered_c_sources_read_the_stream(env):
 
 
 @check
+def autotuned_keys_launch_the_tuned_config_and_the_rest_goes_to_triton(env):
+    """After the Autotuner tuned a key, calls with that key launch its config from C; a keyword a
+    config also sets raises Triton's TypeError and launches nothing; a cleared cache is seen (the
+    key is tuned again by Triton, then served again); a config with a pre_hook stays Triton's."""
+    K = env.K
+    grid = lambda META: (triton.cdiv(1000, META["BLOCK"]),)  # noqa: E731
+    for _ in range(5):
+        K.tuned[grid](env.x, env.y, 1000)
+    c0 = dict(K.tuned.run.counts)
+    env.stub.record(0)
+    K.tuned[grid](env.x, env.y, 1000)
+    block = tuple(env.stub.state.block)
+    env.stub.count_only()
+    before = env.launches()
+    try:
+        K.tuned[grid](env.x, env.y, 1000, BLOCK=64)
+        clash = None
+    except TypeError as exc:
+        clash = str(exc)
+    clash_launched = env.launches() - before
+    K.tuned.cache.clear()
+    K.tuned[grid](env.x, env.y, 1000)
+    K.tuned[grid](env.x, env.y, 1000)
+    c1 = dict(K.tuned.run.counts)
+    hooked = K.tuned.configs[1]
+    hooked.pre_hook = lambda nargs: None
+    try:
+        K.tuned.cache.clear()
+        K.tuned[grid](env.x, env.y, 1000)
+        K.tuned[grid](env.x, env.y, 1000)
+        c2 = dict(K.tuned.run.counts)
+    finally:
+        hooked.pre_hook = None
+        K.tuned.cache.clear()
+    ok = (c0["fast"] >= 4 and block == (128, 1, 1) and K.tuned.best_config is K.tuned.configs[1]
+          and K.tuned.nargs is None and clash is not None and "multiple values" in clash and clash_launched == 0
+          and c1["stock_reasons"].get("first_call_of_key", 0) == c0["stock_reasons"].get("first_call_of_key", 0) + 1
+          and c1["fast"] == c0["fast"] + 2 and c2["stock_reasons"].get("config_pre_hook", 0) == 1)
+    return ok, (c0, block, clash, clash_launched, c1, c2)
+
+
+@check
 def warmup_goes_to_triton_and_launches_nothing(env):
     env.add()
     before, c0 = env.launches(), counts(env.K.tensors)

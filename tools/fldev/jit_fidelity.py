@@ -79,7 +79,7 @@ triton = None  # imported in main(), once the stand-in driver is loaded; a globa
 def calls(g, K):
     """(kernel, args, kwargs, grid) for one random call."""
     rng = g.rng
-    which = rng.randrange(8)
+    which = rng.randrange(10)
     n = g.n()
     block = rng.choice([64, 128])
     lam = lambda META: (triton.cdiv(n, META["BLOCK"]),)  # noqa: E731 (the common shape)
@@ -117,6 +117,15 @@ def calls(g, K):
     if which == 6:
         return K.activation, (g.tensor([g.torch.float32]), n), dict(ACT=rng.choice(["relu", "none"]),
                                                                       BLOCK=block, **opts), grid
+    if which == 8:  # autotuned: the key is n and the tensors' dtypes
+        dt = rng.choice([[g.torch.float32], [g.torch.float16]])
+        n = rng.choice([100, 1000, 4000, 1000])
+        grid = rng.choice([lambda META: (triton.cdiv(n, META["BLOCK"]),), (rng.randint(1, 9),)])
+        return K.tuned, (g.tensor(dt), g.tensor(dt), n), {}, grid
+    if which == 9:  # autotuned over heuristics
+        rows, cols = rng.choice([1, 7]), rng.choice([64, 100, 1024])
+        grid = rng.choice([lambda M: (triton.cdiv(cols, M["BLOCK_C"]),), (2,)])
+        return K.tuned_heuristics, (g.tensor([g.torch.float32]), rows, cols), {}, grid
     rows, cols = g.n(), g.n()
     br, bc = rng.choice([16, 32]), rng.choice([16, 64])
     grid = rng.choice([lambda M: (triton.cdiv(rows, M["BLOCK_R"]), triton.cdiv(cols, M["BLOCK_C"])),
@@ -159,6 +168,7 @@ def main(n=100_000, seed=2026):
             stub.record(len(kinds0) + len(layout0["hidden"]))
             k1 = type(fn).run(fn, *args, grid=grid, warmup=False, **kwargs)
             r1 = record(st)
+            r1["best"] = getattr(fn, "best_config", None)
             ok1 = True
         except Exception as exc:  # Triton refuses the call: fastlaunch must refuse it too
             ok1, err1 = False, f"{type(exc).__name__}: {exc}"[:200]
@@ -166,27 +176,29 @@ def main(n=100_000, seed=2026):
         try:
             k2 = fn[grid](*args, **kwargs)
             r2 = record(st)
+            r2["best"] = getattr(fn, "best_config", None)
             ok2 = True
         except Exception as exc:
             ok2, err2 = False, f"{type(exc).__name__}: {exc}"[:200]
         if ok1 != ok2:
-            mismatches.append((i, fn.__name__, "one_raised", err1 if not ok1 else err2))
+            mismatches.append((i, getattr(fn, "__name__", fn), "one_raised", err1 if not ok1 else err2))
             continue
         if not ok1:
             stats["raised_by_both"] += 1
             if st.calls != calls0:
-                mismatches.append((i, fn.__name__, "launched_although_raised", err2))
+                mismatches.append((i, getattr(fn, "__name__", "?"), "launched_although_raised", err2))
             continue
         if k1 is not k2:
-            mismatches.append((i, fn.__name__, "other_variant", None))
+            mismatches.append((i, getattr(fn, "__name__", "?"), "other_variant", None))
             continue
         if id(k1) not in layouts:
             abi = abi_of(k1)
             layouts[id(k1)] = (k1, abi.kinds, fastlaunch.layout("cuda", abi.kinds, hidden_ptrs=abi.hidden_ptrs))
         _, kinds, layout = layouts[id(k1)]
         same = all(r1[f] == r2[f] for f in ("grid", "block", "shared", "stream", "function", "nattrs", "attrs"))
+        same = same and r1["best"] is r2["best"] and getattr(fn, "nargs", None) is None
         if not same or arg_bytes(r1, kinds, layout) != arg_bytes(r2, kinds, layout):
-            mismatches.append((i, fn.__name__, "launch_differs",
+            mismatches.append((i, getattr(fn, "__name__", "?"), "launch_differs",
                                {f: (r1[f], r2[f]) for f in ("grid", "block", "shared", "stream", "function")}))
             continue
         stats["identical"] += 1

@@ -1,0 +1,594 @@
+/* autotune.c: the dispatcher of Triton's Autotuner, `kernel[grid](*args, **kwargs)` over
+ * `@triton.autotune`.
+ *
+ * AutotuneDispatcher sits in an Autotuner's call slot (its instance attribute `run`; the class's
+ * __getitem__ is jit.c's JitSubscript, which hands out a JitCall for it too). A call computes in C
+ * what Triton's Autotuner.run computes its cache key from: the values of the parameters named in
+ * `key`, and the dtype of every named argument that has one, in the order Triton reads them. The
+ * C key is finer than Triton's (an int's and a float's type, a str's identity), so a key bound to
+ * a config is one whose Triton key is the same tuple. A bound key launches the config Triton chose
+ * for it: the config's keywords are appended and the inner kernel's dispatcher (jit.c) runs the
+ * call; an inner that is not a JITFunction (a Heuristics) is called as Autotuner.run calls it.
+ * The attributes Autotuner.run leaves behind are kept as it leaves them: `best_config` is the
+ * config it ran (written when it differs from the one this dispatcher last wrote or a call through
+ * Triton's run may have changed it; code that assigns best_config itself between calls is not
+ * seen), `nargs` is None after a call that returned.
+ * Triton's Autotuner.run serves everything else before anything is submitted: a key not bound yet
+ * (it benchmarks or reads its cache; the policy binds the config it picked), warmup, a config with
+ * a pre_hook, an argument whose kind the key does not know, a keyword a config also sets, and what
+ * the policy (fastlaunch.triton_jit) names when a watched dict changes (the tuner's cache, knobs). */
+#include "ext.h"
+#include "watch.h"
+
+#define AT_MAX_KEY 256   /* key words; a longer key goes to Triton */
+#define AT_MAX_ENTRIES 256
+#define AT_MAX_KW 64
+
+enum { A_ABSENT = 1, A_INT, A_UINT, A_NEG, A_BOOL, A_NONE, A_FLOAT, A_STR, A_DTYPE };
+
+typedef struct {
+  uint64_t words[AT_MAX_KEY];
+  size_t n;
+} at_key;
+
+typedef struct {
+  uint64_t *key;
+  size_t nkey;
+  uint64_t hash;
+  PyObject *config;     /* Triton's Config; NULL: refused (reason) */
+  PyObject *refusal;
+  PyObject *names;      /* tuple: config.all_kwargs() keys */
+  PyObject *values;     /* tuple: its values */
+  PyObject *kw_in;      /* the call's kwnames last seen (borrowed identity, may be NULL) ... */
+  int kw_form;
+  PyObject *kw_out;     /* ... and the kwnames the inner call gets for them */
+  PyObject *keep;       /* strs the key holds by identity */
+} at_entry;
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  fl_ext_state *state;
+  PyObject *autotuner;
+  PyObject *stock_run;    /* Triton's Autotuner.run, bound */
+  PyObject *policy;       /* revalidate() and bind(...) */
+  PyObject *arg_names;    /* tuple of str */
+  Py_ssize_t *key_params; /* indices into arg_names of the key's names that are parameters */
+  Py_ssize_t nkeys;
+  PyObject *configs;      /* the tuner's list; its length decides whether there is a key */
+  PyObject *inner;        /* a JitDispatcher, or the inner kernel's run (called with grid=, warmup=) */
+  int inner_is_jit;
+  PyObject *stock_reason; /* str while every call goes to Triton */
+  fl_ext_watch watch;
+  PyObject *last_best;    /* the config this dispatcher last stored as best_config (borrowed) */
+  int nargs_dirty;        /* Triton's run left `nargs` set (it raised): set it back to None */
+  PyObject *spare_call;
+  PyObject *stock_counts;
+  unsigned long long fast, stock;
+  at_entry *entries;
+  size_t count;
+  PyObject *weakrefs;
+} AutotuneObject;
+
+static void entry_release(at_entry *e) {
+  PyMem_Free(e->key);
+  Py_XDECREF(e->config);
+  Py_XDECREF(e->refusal);
+  Py_XDECREF(e->names);
+  Py_XDECREF(e->values);
+  Py_XDECREF(e->kw_out);
+  Py_XDECREF(e->keep);
+  memset(e, 0, sizeof *e);
+}
+
+static void table_clear(AutotuneObject *self) {
+  for (size_t i = 0; i < self->count; i++) entry_release(&self->entries[i]);
+  self->count = 0;
+  self->last_best = NULL;
+}
+
+/* ---- the key ---- */
+static int push(at_key *k, uint64_t w) {
+  if (FL_EXT_UNLIKELY(k->n >= AT_MAX_KEY)) return -1;
+  k->words[k->n++] = w;
+  return 0;
+}
+
+static uint64_t key_hash(const at_key *k) {
+  uint64_t h = k->n;
+  for (size_t i = 0; i < k->n; i++) h = (((h << 7) | (h >> 57)) ^ k->words[i]) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+/* A key value (a parameter named in `key`): 0, or 1 when its kind is not one the key reads. */
+static int key_value(at_key *k, PyObject *v) {
+  if (v == Py_None) return push(k, A_NONE) ? 1 : 0;
+  if (PyBool_Check(v)) return push(k, A_BOOL | (uint64_t)(v == Py_True) << 8) ? 1 : 0;
+  if (PyLong_CheckExact(v)) {
+    uint64_t mag;
+    int neg;
+    if (!fl_ext_int_digits(v, &mag, &neg)) return 1;
+    return push(k, neg ? A_NEG : A_INT) || push(k, mag) ? 1 : 0;
+  }
+  if (PyFloat_CheckExact(v)) {
+    double d = PyFloat_AS_DOUBLE(v);
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    return push(k, A_FLOAT) || push(k, bits) ? 1 : 0;
+  }
+  if (PyUnicode_CheckExact(v)) return push(k, A_STR) || push(k, (uint64_t)(uintptr_t)v) ? 1 : 0;
+  return 1;
+}
+
+/* A named argument: its dtype enters the key when it has one. 0, or 1 when its kind is unknown
+ * (it might have a dtype the key cannot read). */
+static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
+  if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_CheckExact(v))
+    return 0;
+  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
+  uint64_t p;
+  int where, index, dtype;
+  if (!st->door || !st->door->unpack_typed(v, &p, &where, &index, &dtype)) return 1;
+  return push(k, A_DTYPE | pos << 8 | (uint64_t)(uint32_t)dtype << 32) ? 1 : 0;
+}
+
+static Py_ssize_t name_index(PyObject *names, PyObject *key) {
+  Py_ssize_t n = PyTuple_GET_SIZE(names);
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (PyTuple_GET_ITEM(names, i) == key) return i;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    int eq = PyUnicode_Compare(PyTuple_GET_ITEM(names, i), key);
+    if (eq == 0) return i;
+    if (eq == -1 && PyErr_Occurred()) PyErr_Clear();
+  }
+  return -1;
+}
+
+/* The key of a call, as Autotuner.run builds its tuple: 0, or 1 with *why. */
+static int make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, at_key *k,
+                    const char **why) {
+  Py_ssize_t nnames = PyTuple_GET_SIZE(self->arg_names);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  k->n = 0;
+  if ((Py_ssize_t)nargs > nnames) return *why = "positional_args", 1;
+  if (PyList_GET_SIZE(self->configs) <= 1) return 0; /* one config: no key */
+  for (Py_ssize_t j = 0; j < self->nkeys; j++) {
+    Py_ssize_t p = self->key_params[j];
+    PyObject *v = NULL;
+    if (p < (Py_ssize_t)nargs) {
+      v = args[p];
+    } else {
+      for (Py_ssize_t kk = 0; kk < nkw && !v; kk++)
+        if (name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk)) == p) v = args[nargs + (size_t)kk];
+    }
+    if (!v) {
+      if (push(k, A_ABSENT)) return *why = "key_too_long", 1;
+    } else if (key_value(k, v)) {
+      return *why = "key_value_kind", 1;
+    }
+  }
+  for (size_t i = 0; i < nargs; i++)
+    if (key_dtype(self->state, k, args[i], i)) return *why = "arg_kind", 1;
+  for (Py_ssize_t kk = 0; kk < nkw; kk++) {
+    Py_ssize_t p = name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk));
+    if (p >= 0 && key_dtype(self->state, k, args[nargs + (size_t)kk], 0x10000 | (uint64_t)kk)) return *why = "arg_kind", 1;
+  }
+  return 0;
+}
+
+static at_entry *table_find(AutotuneObject *self, const at_key *k, uint64_t h) {
+  for (size_t i = 0; i < self->count; i++) {
+    at_entry *e = &self->entries[i];
+    if (e->hash == h && e->nkey == k->n && memcmp(e->key, k->words, k->n * sizeof(uint64_t)) == 0) return e;
+  }
+  return NULL;
+}
+
+/* ---- Triton's path ---- */
+static void count_stock(AutotuneObject *self, const char *reason, PyObject *reason_obj) {
+  self->stock++;
+  PyObject *key = reason_obj ? Py_NewRef(reason_obj) : PyUnicode_FromString(reason);
+  if (!key) return PyErr_Clear();
+  PyObject *n = PyDict_GetItemWithError(self->stock_counts, key);
+  PyObject *m = PyLong_FromLong(n ? PyLong_AsLong(n) + 1 : 1);
+  if (!m || PyDict_SetItem(self->stock_counts, key, m) < 0) PyErr_Clear();
+  Py_XDECREF(m);
+  Py_DECREF(key);
+}
+
+/* Autotuner.run(*args, **kwargs) (grid= and warmup= among the keywords, or added for the
+ * kernel[grid] form). */
+static PyObject *call_stock(AutotuneObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
+                            PyObject *kwnames) {
+  self->last_best = NULL;
+  self->nargs_dirty = 1;
+  if (!grid) return PyObject_Vectorcall(self->stock_run, args, nargs, kwnames);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject *names = PyTuple_New(nkw + 2);
+  PyObject **argv = PyMem_Malloc((nargs + (size_t)nkw + 2) * sizeof(PyObject *));
+  PyObject *r = NULL;
+  if (names && argv) {
+    memcpy(argv, args, (nargs + (size_t)nkw) * sizeof(PyObject *));
+    for (Py_ssize_t i = 0; i < nkw; i++) PyTuple_SET_ITEM(names, i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
+    PyTuple_SET_ITEM(names, nkw, Py_NewRef(self->state->str_grid));
+    PyTuple_SET_ITEM(names, nkw + 1, Py_NewRef(self->state->str_warmup));
+    argv[nargs + (size_t)nkw] = grid;
+    argv[nargs + (size_t)nkw + 1] = Py_False;
+    r = PyObject_Vectorcall(self->stock_run, argv, nargs, names);
+  } else {
+    PyErr_NoMemory();
+  }
+  Py_XDECREF(names);
+  PyMem_Free(argv);
+  return r;
+}
+
+static PyObject *stock(AutotuneObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                       const char *reason, PyObject *reason_obj, const at_key *miss) {
+  count_stock(self, reason, reason_obj);
+  PyObject *res = call_stock(self, grid, args, nargs, kwnames);
+  if (!res || !miss) return res;
+  /* After a miss Triton has the key's config: the policy binds it (or says why not). */
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject *key = PyBytes_FromStringAndSize((const char *)miss->words, (Py_ssize_t)(miss->n * sizeof(uint64_t)));
+  PyObject *pos = PyTuple_New((Py_ssize_t)nargs), *kw = PyDict_New(), *r = NULL;
+  if (key && pos && kw) {
+    for (size_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(pos, (Py_ssize_t)i, Py_NewRef(args[i]));
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < nkw && ok; i++)
+      ok = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + (size_t)i]) == 0;
+    if (ok) r = PyObject_CallMethod(self->policy, "bind", "OOO", key, pos, kw);
+  }
+  if (!r) PyErr_WriteUnraisable(self->policy); /* the launch happened: its result stands */
+  Py_XDECREF(r);
+  Py_XDECREF(key);
+  Py_XDECREF(pos);
+  Py_XDECREF(kw);
+  return res;
+}
+
+/* policy.revalidate() -> (stock reason or None, watched dicts, inner run). */
+static int revalidate(AutotuneObject *self) {
+  PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
+  if (!r) return -1;
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 3) {
+    Py_DECREF(r);
+    return PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, watched, inner)"), -1;
+  }
+  PyObject *reason = PyTuple_GET_ITEM(r, 0), *inner = PyTuple_GET_ITEM(r, 2);
+  Py_XSETREF(self->stock_reason, reason == Py_None ? NULL : Py_NewRef(reason));
+  Py_SETREF(self->inner, Py_NewRef(inner));
+  self->inner_is_jit = Py_TYPE(inner) == self->state->jit_type;
+  self->last_best = NULL;
+  int rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 1));
+  Py_DECREF(r);
+  return rc;
+}
+
+/* ---- the call ---- */
+
+/* The kwnames of the inner call: the call's, the config's, and grid=/warmup= when the inner is
+ * called as Autotuner.run calls it and the call came as kernel[grid]. Cached per entry. */
+static PyObject *inner_kwnames(AutotuneObject *self, at_entry *e, PyObject *kwnames, int with_grid) {
+  int form = with_grid ? 1 : 0;
+  if (e->kw_out && e->kw_in == kwnames && e->kw_form == form) return e->kw_out;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, nc = PyTuple_GET_SIZE(e->names);
+  PyObject *out = PyTuple_New(nkw + nc + (with_grid ? 2 : 0));
+  if (!out) return NULL;
+  for (Py_ssize_t i = 0; i < nkw; i++) PyTuple_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
+  for (Py_ssize_t i = 0; i < nc; i++) PyTuple_SET_ITEM(out, nkw + i, Py_NewRef(PyTuple_GET_ITEM(e->names, i)));
+  if (with_grid) {
+    PyTuple_SET_ITEM(out, nkw + nc, Py_NewRef(self->state->str_grid));
+    PyTuple_SET_ITEM(out, nkw + nc + 1, Py_NewRef(self->state->str_warmup));
+  }
+  Py_XSETREF(e->kw_out, out);
+  e->kw_in = kwnames; /* compared by identity only: a stale address costs one rebuild */
+  e->kw_form = form;
+  return out;
+}
+
+/* What Autotuner.run leaves behind: best_config is the config; nargs None (after a return) or the
+ * named positional arguments (after an exception). */
+static int leave_attrs(AutotuneObject *self, at_entry *e, PyObject *const *args, size_t nargs, int raised) {
+  if (raised) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < nargs; i++)
+      if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->arg_names, (Py_ssize_t)i), args[i]) < 0) Py_CLEAR(d);
+    if (!d || PyObject_SetAttrString(self->autotuner, "nargs", d) < 0) PyErr_Clear();
+    Py_XDECREF(d);
+    self->nargs_dirty = 1;
+    PyErr_Restore(et, ev, tb);
+    return 0;
+  }
+  if (self->last_best != e->config) {
+    if (PyObject_SetAttrString(self->autotuner, "best_config", e->config) < 0) return -1;
+    self->last_best = e->config;
+  }
+  if (self->nargs_dirty) {
+    if (PyObject_SetAttrString(self->autotuner, "nargs", Py_None) < 0) return -1;
+    self->nargs_dirty = 0;
+  }
+  return 0;
+}
+
+static int keyword_clash(const at_entry *e, PyObject *kwnames) {
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; i++)
+    if (name_index(e->names, PyTuple_GET_ITEM(kwnames, i)) >= 0) return 1;
+  return 0;
+}
+
+/* grid: the kernel[grid] form's grid, or NULL for the run() form (grid= and warmup= are among
+ * the keywords, and go to the inner run as they came). */
+static PyObject *at_dispatch(AutotuneObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
+                             PyObject *kwnames, int warmup) {
+#define STOCK(reason, miss) stock(self, grid, args, nargs, kwnames, reason, NULL, miss)
+  if (warmup) return STOCK("warmup", NULL);
+  if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch)) && revalidate(self) < 0) return NULL;
+  if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, NULL, self->stock_reason, NULL);
+  at_key k;
+  const char *why = NULL;
+  if (make_key(self, args, nargs, kwnames, &k, &why)) return STOCK(why, NULL);
+  uint64_t h = key_hash(&k);
+  at_entry *e = table_find(self, &k, h);
+  if (!e) return STOCK("first_call_of_key", &k);
+  if (!e->config) return stock(self, grid, args, nargs, kwnames, NULL, e->refusal, NULL);
+  if (keyword_clash(e, kwnames)) return STOCK("keyword_set_by_config", NULL);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, nc = PyTuple_GET_SIZE(e->values);
+  if (nkw + nc + 2 > AT_MAX_KW) return STOCK("keywords", NULL);
+  int with_grid = grid && !self->inner_is_jit;
+  PyObject *names = inner_kwnames(self, e, kwnames, with_grid);
+  if (!names) return NULL;
+  PyObject *argv[AT_MAX_KW + 1 + 256];
+  if (nargs > 256) return STOCK("positional_args", NULL);
+  memcpy(argv, args, (nargs + (size_t)nkw) * sizeof(PyObject *));
+  for (Py_ssize_t i = 0; i < nc; i++) argv[nargs + (size_t)(nkw + i)] = PyTuple_GET_ITEM(e->values, i);
+  if (with_grid) {
+    argv[nargs + (size_t)(nkw + nc)] = grid;
+    argv[nargs + (size_t)(nkw + nc) + 1] = Py_False;
+  }
+  PyObject *config = Py_NewRef(e->config); /* the inner call may clear the table */
+  Py_INCREF(names);
+  at_entry held = *e;
+  held.config = config;
+  if (leave_attrs(self, &held, args, nargs, 0) < 0) {
+    Py_DECREF(config);
+    Py_DECREF(names);
+    return NULL;
+  }
+  PyObject *res = self->inner_is_jit && grid ? fl_ext_jit_run_grid(self->inner, grid, argv, nargs, names)
+                                             : PyObject_Vectorcall(self->inner, argv, nargs, names);
+  if (!res) leave_attrs(self, &held, args, nargs, 1);
+  else self->fast++;
+  Py_DECREF(config);
+  Py_DECREF(names);
+  return res;
+#undef STOCK
+}
+
+PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+  return at_dispatch((AutotuneObject *)dispatcher, grid, args, PyVectorcall_NARGS(nargsf), kwnames, 0);
+}
+
+PyObject **fl_ext_autotune_spare(PyObject *dispatcher) { return &((AutotuneObject *)dispatcher)->spare_call; }
+
+/* run(*args, grid=..., warmup=..., **kwargs): Triton's signature. */
+static PyObject *at_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  AutotuneObject *self = (AutotuneObject *)callable;
+  size_t nargs = PyVectorcall_NARGS(nargsf);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  int warmup = 0;
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+    if (name == self->state->str_warmup || PyUnicode_Compare(name, self->state->str_warmup) == 0) {
+      warmup = PyObject_IsTrue(args[nargs + (size_t)i]);
+      if (warmup < 0) return NULL;
+    }
+  }
+  if (PyErr_Occurred()) return NULL;
+  /* grid= and warmup= are keywords here: not parameters, so not in the key; the inner run gets them. */
+  return at_dispatch(self, NULL, args, nargs, kwnames, warmup);
+}
+
+/* ---- construction and the policy's methods ---- */
+static PyObject *at_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"autotuner", "stock_run", "policy", "arg_names", "key_params", "configs", NULL};
+  PyObject *autotuner, *stock_run, *policy, *names, *keys, *configs;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO$O!O!O!:AutotuneDispatcher", kwlist, &autotuner, &stock_run,
+                                   &policy, &PyTuple_Type, &names, &PyTuple_Type, &keys, &PyList_Type, &configs))
+    return NULL;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
+    if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i)))
+      return PyErr_Format(PyExc_TypeError, "arg_names[%zd]: expected a str", i);
+  fl_ext_state *st = fl_ext_state_from_type(type);
+  if (!st) return NULL;
+  AutotuneObject *self = (AutotuneObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->vectorcall = at_vectorcall;
+  self->state = st;
+  self->autotuner = Py_NewRef(autotuner);
+  self->stock_run = Py_NewRef(stock_run);
+  self->policy = Py_NewRef(policy);
+  self->arg_names = Py_NewRef(names);
+  self->configs = Py_NewRef(configs);
+  self->inner = Py_NewRef(Py_None);
+  self->stock_counts = PyDict_New();
+  self->stock_reason = PyUnicode_FromString("not_validated");
+  self->nkeys = PyTuple_GET_SIZE(keys);
+  self->key_params = PyMem_Calloc((size_t)(self->nkeys ? self->nkeys : 1), sizeof(Py_ssize_t));
+  self->entries = PyMem_Calloc(AT_MAX_ENTRIES, sizeof(at_entry));
+  self->watch.force = 1;
+  self->nargs_dirty = 1;
+  if (!self->stock_counts || !self->stock_reason || !self->key_params || !self->entries) {
+    Py_DECREF(self);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t j = 0; j < self->nkeys; j++) {
+    Py_ssize_t p = PyLong_AsSsize_t(PyTuple_GET_ITEM(keys, j));
+    if (p < 0 || p >= PyTuple_GET_SIZE(names)) {
+      Py_DECREF(self);
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "key_params[%zd]: not an index into arg_names", j);
+      return NULL;
+    }
+    self->key_params[j] = p;
+  }
+  return (PyObject *)self;
+}
+
+/* _insert(key bytes, config or None, names, values, keep, refusal or None) */
+static PyObject *at_insert(AutotuneObject *self, PyObject *args) {
+  PyObject *key, *config, *names, *values, *keep, *refusal;
+  if (!PyArg_ParseTuple(args, "O!OO!O!O!O:_insert", &PyBytes_Type, &key, &config, &PyTuple_Type, &names, &PyTuple_Type,
+                        &values, &PyTuple_Type, &keep, &refusal))
+    return NULL;
+  if (PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(values))
+    return PyErr_Format(PyExc_ValueError, "_insert(): %zd names for %zd values", PyTuple_GET_SIZE(names),
+                        PyTuple_GET_SIZE(values));
+  Py_ssize_t nb = PyBytes_GET_SIZE(key);
+  if (nb % 8 || nb / 8 > AT_MAX_KEY) return PyErr_Format(PyExc_ValueError, "_insert(): a key of %zd bytes", nb);
+  at_key k;
+  k.n = (size_t)nb / 8;
+  memcpy(k.words, PyBytes_AS_STRING(key), (size_t)nb);
+  uint64_t h = key_hash(&k);
+  at_entry *e = table_find(self, &k, h);
+  if (!e) {
+    if (self->count >= AT_MAX_ENTRIES) Py_RETURN_FALSE; /* Triton keeps serving the others */
+    e = &self->entries[self->count];
+    e->key = PyMem_Malloc(k.n ? k.n * sizeof(uint64_t) : 1);
+    if (!e->key) return PyErr_NoMemory();
+    memcpy(e->key, k.words, k.n * sizeof(uint64_t));
+    e->nkey = k.n;
+    e->hash = h;
+    self->count++;
+  }
+  Py_XSETREF(e->config, config == Py_None ? NULL : Py_NewRef(config));
+  Py_XSETREF(e->refusal, refusal == Py_None ? NULL : Py_NewRef(refusal));
+  Py_XSETREF(e->names, Py_NewRef(names));
+  Py_XSETREF(e->values, Py_NewRef(values));
+  Py_XSETREF(e->keep, Py_NewRef(keep));
+  Py_CLEAR(e->kw_out);
+  if (!e->config && !e->refusal) e->refusal = PyUnicode_FromString("refused");
+  Py_RETURN_TRUE;
+}
+
+static PyObject *at_clear_method(AutotuneObject *self, PyObject *unused) {
+  (void)unused;
+  table_clear(self);
+  Py_RETURN_NONE;
+}
+
+static PyObject *at_invalidate(AutotuneObject *self, PyObject *unused) {
+  (void)unused;
+  self->watch.force = 1;
+  Py_RETURN_NONE;
+}
+
+static PyObject *at_key_of(AutotuneObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+  at_key k;
+  const char *why = NULL;
+  if (make_key(self, args, PyVectorcall_NARGS(nargsf), kwnames, &k, &why)) return PyUnicode_FromString(why);
+  return PyBytes_FromStringAndSize((const char *)k.words, (Py_ssize_t)(k.n * sizeof(uint64_t)));
+}
+
+static PyObject *at_get_counts(AutotuneObject *self, void *closure) {
+  (void)closure;
+  PyObject *reasons = PyDict_Copy(self->stock_counts);
+  if (!reasons) return NULL;
+  return Py_BuildValue("{sKsKsNsn}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
+                       "variants", (Py_ssize_t)self->count);
+}
+
+static int at_traverse(AutotuneObject *self, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->autotuner);
+  Py_VISIT(self->stock_run);
+  Py_VISIT(self->policy);
+  Py_VISIT(self->configs);
+  Py_VISIT(self->inner);
+  Py_VISIT(self->spare_call);
+  for (size_t i = 0; i < self->count; i++) {
+    Py_VISIT(self->entries[i].config);
+    Py_VISIT(self->entries[i].values);
+    Py_VISIT(self->entries[i].keep);
+  }
+  return 0;
+}
+
+static int at_clear(AutotuneObject *self) {
+  Py_CLEAR(self->autotuner);
+  Py_CLEAR(self->stock_run);
+  Py_CLEAR(self->policy);
+  Py_CLEAR(self->configs);
+  Py_CLEAR(self->inner);
+  Py_CLEAR(self->spare_call);
+  if (self->entries) table_clear(self);
+  return 0;
+}
+
+static void at_dealloc(AutotuneObject *self) {
+  PyTypeObject *tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
+  at_clear(self);
+  Py_CLEAR(self->arg_names);
+  Py_CLEAR(self->stock_reason);
+  Py_CLEAR(self->stock_counts);
+  fl_ext_watch_free(&self->watch);
+  PyMem_Free(self->key_params);
+  PyMem_Free(self->entries);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyMethodDef at_methods[] = {
+    {"_insert", (PyCFunction)(void (*)(void))at_insert, METH_VARARGS,
+     "_insert(key, config, names, values, keep, refusal): binds a key to the config Triton chose"},
+    {"clear", (PyCFunction)(void (*)(void))at_clear_method, METH_NOARGS, "clear(): forgets every bound key"},
+    {"invalidate", (PyCFunction)(void (*)(void))at_invalidate, METH_NOARGS,
+     "invalidate(): asks the policy to revalidate at the next call"},
+    {"key", (PyCFunction)(void (*)(void))at_key_of, METH_FASTCALL | METH_KEYWORDS,
+     "key(*args, **kwargs): the key bytes of a call, or the reason it has none (for tests)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef at_getset[] = {
+    {"counts", (getter)at_get_counts, NULL, "fast and stock calls, stock reasons, bound keys", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef at_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(AutotuneObject, vectorcall), READONLY, NULL},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(AutotuneObject, weakrefs), READONLY, NULL},
+    {"autotuner", T_OBJECT, offsetof(AutotuneObject, autotuner), READONLY, "the Autotuner it serves"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot at_slots[] = {
+    {Py_tp_new, at_new},
+    {Py_tp_dealloc, at_dealloc},
+    {Py_tp_traverse, at_traverse},
+    {Py_tp_clear, at_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_methods, at_methods},
+    {Py_tp_getset, at_getset},
+    {Py_tp_members, at_members},
+    {Py_tp_doc, "AutotuneDispatcher(autotuner, stock_run, policy, *, arg_names, key_params, configs): "
+                "an Autotuner's call slot"},
+    {0, NULL},
+};
+
+static PyType_Spec at_spec = {
+    .name = "fastlaunch._C.AutotuneDispatcher",
+    .basicsize = sizeof(AutotuneObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = at_slots,
+};
+
+int fl_ext_add_autotune_type(PyObject *module, fl_ext_state *st) {
+  st->autotune_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &at_spec, NULL);
+  if (!st->autotune_type) return -1;
+  return PyModule_AddType(module, st->autotune_type);
+}
