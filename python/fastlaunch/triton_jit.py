@@ -21,6 +21,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import logging
+import sys
 import os
 import types
 import weakref
@@ -109,7 +110,7 @@ def _attach(fn) -> None:
     try:
         policy = _Policy(fn, _state["backend"])
         params = list(fn.params)
-        names = tuple(p.name for p in params)
+        names = tuple(sys.intern(p.name) for p in params)
         consts = tuple(bool(p.is_constexpr) for p in params)
         defaults = tuple((p.default,) if p.has_default else () for p in params)
         d = _C.JitDispatcher(fn, type(fn).run.__get__(fn), policy, param_names=names, param_const=consts,
@@ -148,7 +149,7 @@ def _attach_wrapper(fn) -> None:
     try:
         _inner_run(fn.fn)
         policy = _AutotunePolicy(fn)
-        names = tuple(fn.arg_names)
+        names = tuple(sys.intern(n) for n in fn.arg_names)
         keys = tuple(names.index(k) for k in fn.keys if k in names)
         d = _C.AutotuneDispatcher(fn, type(fn).run.__get__(fn), policy, arg_names=names, key_params=keys,
                                   configs=fn.configs)
@@ -230,7 +231,7 @@ class _AutotunePolicy:
             d._insert(key_bytes, None, (), (), keep, "config_pre_hook")
         else:
             kw = config.all_kwargs()
-            d._insert(key_bytes, config, tuple(kw), tuple(kw.values()), keep, None)
+            d._insert(key_bytes, config, tuple(sys.intern(k) for k in kw), tuple(kw.values()), keep, None)
             self.bound[key_bytes] = (key, config)
         d.invalidate()  # the cache (just written by a tune) enters the watched set as it is now
 
@@ -301,7 +302,7 @@ class _Policy:
 
         target = triton.runtime.driver.active.get_current_target()
         opts = make_backend(target).parse_options({})
-        return tuple(f.name for f in dataclasses.fields(opts))
+        return tuple(sys.intern(f.name) for f in dataclasses.fields(opts))  # matched by identity first
 
     # What enters Triton's key besides the arguments: a change forgets every bound variant.
     def _key_snapshot(self):

@@ -319,16 +319,33 @@ typedef struct {
   const char *why;                  /* when the call cannot be bound here */
 } jit_bound;
 
-static Py_ssize_t name_index(PyObject *names, PyObject *key) {
+static Py_ssize_t ident_index(PyObject *names, PyObject *key) {
   Py_ssize_t n = PyTuple_GET_SIZE(names);
   for (Py_ssize_t i = 0; i < n; i++)
     if (PyTuple_GET_ITEM(names, i) == key) return i;
+  return -1;
+}
+
+static Py_ssize_t equal_index(PyObject *names, PyObject *key) {
+  Py_ssize_t n = PyTuple_GET_SIZE(names);
   for (Py_ssize_t i = 0; i < n; i++) {
     int eq = PyUnicode_Compare(PyTuple_GET_ITEM(names, i), key);
     if (eq == 0) return i;
     if (eq == -1 && PyErr_Occurred()) PyErr_Clear();
   }
   return -1;
+}
+
+/* A keyword: its parameter index (*param) or option index (*option), -1 for the other. Names are
+ * compared by identity first (the policy interns them, as the compiler interns keyword names). */
+static void keyword_index(JitObject *self, PyObject *key, Py_ssize_t *param, Py_ssize_t *option) {
+  *option = -1;
+  *param = ident_index(self->param_names, key);
+  if (*param >= 0) return;
+  *option = ident_index(self->option_names, key);
+  if (*option >= 0) return;
+  *param = equal_index(self->param_names, key);
+  if (*param < 0) *option = equal_index(self->option_names, key);
 }
 
 /* 0 bound; 1 not bindable here (b->why); kwnames/kwvals exclude grid= and warmup=. */
@@ -340,14 +357,13 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
   for (Py_ssize_t i = (Py_ssize_t)nargs; i < np; i++) b->vals[i] = NULL;
   b->nopts = 0;
   for (Py_ssize_t k = 0; k < nkw; k++) {
-    PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-    Py_ssize_t i = name_index(self->param_names, key);
+    Py_ssize_t i, j;
+    keyword_index(self, PyTuple_GET_ITEM(kwnames, k), &i, &j);
     if (i >= 0) {
       if (b->vals[i]) return b->why = "args_repeated", 1;
       b->vals[i] = kwvals[k];
       continue;
     }
-    Py_ssize_t j = name_index(self->option_names, key);
     if (j < 0) return b->why = "unknown_keyword", 1;
     for (Py_ssize_t o = 0; o < b->nopts; o++)
       if (b->opt_index[o] == j) return b->why = "args_repeated", 1;

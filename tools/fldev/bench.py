@@ -308,7 +308,7 @@ def plot(results, path):
     colors = {"floor": "#999999", "floor-unpack": "#cccccc", "stock-model": "#d62728", "seed": "#ff7f0e",
               "fastlaunch": "#2ca02c", "fastlaunch-dyngrid": "#1f77b4", "triton-run": "#9467bd",
               "inductor-stock": "#8c564b", "triton-jit": "#e377c2", "fastlaunch-queue": "#17becf",
-              "fastlaunch-jit": "#bcbd22"}
+              "fastlaunch-jit": "#bcbd22", "triton-autotune": "#f7b6d2", "fastlaunch-autotune": "#dbdb8d"}
     for ax, backend in zip(axes[0], backends):
         modes = list(dict.fromkeys(r["mode"] for r in results if r["backend"] == backend))
         width = 0.8 / len(modes)

@@ -48,6 +48,9 @@ def _targets(table, backends, cases):
                     out.append((f"{backend}, {case}: triton-jit >= 30x fastlaunch-jit: {r:.2f}x", r >= 30))
                     r = _ratio(table, backend, case, "fastlaunch-jit", "fastlaunch")
                     out.append((f"{backend}, {case}: fastlaunch-jit <= 2x fastlaunch: {r:.2f}x", r <= 2))
+                if (backend, case, "fastlaunch-autotune") in table:
+                    r = _ratio(table, backend, case, "triton-autotune", "fastlaunch-autotune")
+                    out.append((f"{backend}, {case}: triton-autotune >= 30x fastlaunch-autotune: {r:.2f}x", r >= 30))
             else:
                 want = 1.5 if case == "64 args" else 2.0
                 r = _ratio(table, backend, case, "seed", "fastlaunch")
@@ -102,7 +105,9 @@ def section(bench_json, int_json=None) -> str:
         lines += ["", f"cuda-stub's inductor-stock is what Inductor runs by default with this torch: {stock_path}. "
                       "triton-jit and fastlaunch-jit are `kernel[grid](*args, XBLOCK=128)` with "
                       "`grid = lambda META: (triton.cdiv(xnumel, META['XBLOCK']),)`, subscript included, "
-                      "without and with `fastlaunch.triton.enable()`."]
+                      "without and with `fastlaunch.triton.enable()`; triton-autotune and fastlaunch-autotune the same "
+                      "kernel under `@triton.autotune` (two configs, `key=['xnumel']`) on a tuned key, "
+                      "`kernel[grid](*args)`."]
     targets = _targets(table, backends, cases)
     lines += ["", "Targets, each as this run found it:", ""]
     for text, met in targets:

@@ -13,6 +13,9 @@ Modes, each launching one real Triton kernel (compiled here for sm_90) of the ca
   triton-jit         Triton's JIT: kernel[grid](*args, XBLOCK=128) with the common lambda grid
                      (lambda META: (triton.cdiv(xnumel, META["XBLOCK"]),)), subscript included
   fastlaunch-jit     the same call with fastlaunch.triton.enable(): fastlaunch's C dispatcher
+  triton-autotune    the kernel under @triton.autotune (two configs, key=["xnumel"]), kernel[grid](*args)
+                     on a tuned key: Triton's Autotuner.run over Triton's JIT
+  fastlaunch-autotune the same call served by fastlaunch (the Autotuner's and the JIT's dispatchers)
   seed               the seed's layering (Python checks, then the C plan)
 """
 
@@ -32,18 +35,23 @@ if not REAL:
 
 CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
 MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "inductor-stock", "triton-jit",
-         "fastlaunch-jit", "seed"]
+         "fastlaunch-jit", "triton-autotune", "fastlaunch-autotune", "seed"]
+SLOW = ("triton-jit", "triton-autotune")  # tens of microseconds a call: fewer calls, the same per-call time
 TARGETS = ("cuda-stub targets: fastlaunch <= 2x floor-unpack (2 and 4 tensors), <= 1.5x (19, 64 args); "
            "inductor-stock >= 10x fastlaunch; triton-run >= 5x fastlaunch; triton-jit >= 30x fastlaunch-jit; "
-           "fastlaunch-jit <= 2x fastlaunch")
+           "fastlaunch-jit <= 2x fastlaunch; triton-autotune >= 30x fastlaunch-autotune")
 triton = None  # set when a case is built (after the stub is loaded); a module global, as in users' code
 
 
-def _kernel_module(ntensors, nints, directory, tag=""):
+AUTOTUNE = ('@triton.autotune(configs=[triton.Config({"XBLOCK": 64}, num_warps=2), '
+            'triton.Config({"XBLOCK": 128}, num_warps=4)], key=["xnumel"])\n')
+
+
+def _kernel_module(ntensors, nints, directory, tag="", autotune=False):
     """A pointwise kernel as Inductor writes them, with the case's arguments, in a module file (the
-    JIT reads its source)."""
+    JIT reads its source); under @triton.autotune when asked."""
     params = [f"in_ptr{i}" for i in range(ntensors)] + ["xnumel"] + [f"ks{i}" for i in range(nints - 1)]
-    src = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+    src = ("import triton\nimport triton.language as tl\n\n\n" + (AUTOTUNE if autotune else "") + "@triton.jit\n"
            f"def kernel({', '.join(params)}, XBLOCK: tl.constexpr):\n"
            "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)\n"
            "    xmask = xindex < xnumel\n"
@@ -158,6 +166,18 @@ class Case:
             stock_fn[self.jit_grid](*self.args, XBLOCK=128)
         c = fn.run.counts
         assert c["fast"] == 2 and c["grid_calls"] == 0, f"{name}: the JIT dispatcher did not serve: {c}"
+        # The autotuned pair: one Autotuner (and its JITFunction) left to Triton, one served.
+        at_stock, _ = _kernel_module(ntensors, nints, directory, tag="_at_stock", autotune=True)
+        for k in (at_stock, at_stock.fn):
+            k.__dict__["run"] = type(k).run.__get__(k)
+        at_fl, _ = _kernel_module(ntensors, nints, directory, tag="_at", autotune=True)
+        self.at_stock, self.at_fl = at_stock, at_fl
+        for _ in range(3):
+            at_fl[self.jit_grid](*self.args)
+            at_stock[self.jit_grid](*self.args)
+        c = at_fl.run.counts
+        assert c["fast"] == 2, f"{name}: the autotune dispatcher did not serve: {c}"
+        assert at_fl.best_config.kwargs == at_stock.best_config.kwargs
 
     def loop(self, mode, n):
         """n calls of one mode in a C loop: nanoseconds."""
@@ -166,6 +186,9 @@ class Case:
         if mode in ("triton-jit", "fastlaunch-jit"):
             k = self.jit_stock if mode == "triton-jit" else self.jit_fl
             return _C.bench_subscript_loop(k, self.jit_grid, self.args, self.jit_kwargs, n)
+        if mode in ("triton-autotune", "fastlaunch-autotune"):
+            k = self.at_stock if mode == "triton-autotune" else self.at_fl
+            return _C.bench_subscript_loop(k, self.jit_grid, self.args, {}, n)
         fn, a, kw = self.call(mode)
         return _C.bench_loop(fn, a, kw, n)
 
@@ -175,6 +198,9 @@ class Case:
             if mode in ("triton-jit", "fastlaunch-jit"):
                 k = self.jit_stock if mode == "triton-jit" else self.jit_fl
                 k[self.jit_grid](*self.args, **self.jit_kwargs)
+            elif mode in ("triton-autotune", "fastlaunch-autotune"):
+                k = self.at_stock if mode == "triton-autotune" else self.at_fl
+                k[self.jit_grid](*self.args)
             else:
                 fn, a, kw = self.call(mode)
                 fn(*a, **kw)
@@ -218,9 +244,9 @@ def run(quick=False, progress=True):
         for _ in range(repeats):
             for m in MODES:
                 # Triton's JIT costs tens of microseconds a call: fewer calls, the same per-call time.
-                nm = max(200, n // 20) if m == "triton-jit" else n
+                nm = max(200, n // 20) if m in SLOW else n
                 samples[m].append(case.loop(m, nm) / nm)
-                if m == "triton-jit":
+                if m in SLOW:
                     jit_calls[0] += nm
         if REAL:
             import torch
@@ -229,7 +255,7 @@ def run(quick=False, progress=True):
         else:
             launched = stub.state.calls - calls0
             # Every mode but the floors reached the driver once per call.
-            assert launched == repeats * n * (len(MODES) - 3) + jit_calls[0], (launched, repeats, n)
+            assert launched == repeats * n * (len(MODES) - 2 - len(SLOW)) + jit_calls[0], (launched, repeats, n)
         floor = statistics.median(samples["floor-unpack"])
         fast = statistics.median(samples["fastlaunch"])
         for m in MODES:
@@ -250,14 +276,16 @@ def table(results, out=sys.stdout):
         print(f"{case:20} " + " ".join(f"{row[m]['ns_median']:>15.1f} ns" for m in MODES), file=out)
     print("\nratios (medians):", file=out)
     print(f"{'case':20} {'fast/unpack':>12} {'dyn/unpack':>11} {'stock/fast':>11} {'run/fast':>9} {'jit/fljit':>10} "
-          f"{'fljit/fast':>11} {'seed/fast':>10} {'floor/unpack':>13}", file=out)
+          f"{'fljit/fast':>11} {'at/flat':>8} {'seed/fast':>10} {'floor/unpack':>13}", file=out)
     for case, row in by.items():
         f = row["fastlaunch"]["ns_median"]
         u = row["floor-unpack"]["ns_median"]
         print(f"{case:20} {f / u:>11.2f}x {row['fastlaunch-dyngrid']['ns_median'] / u:>10.2f}x "
               f"{row['inductor-stock']['ns_median'] / f:>10.2f}x {row['triton-run']['ns_median'] / f:>8.2f}x "
               f"{row['triton-jit']['ns_median'] / row['fastlaunch-jit']['ns_median']:>9.2f}x "
-              f"{row['fastlaunch-jit']['ns_median'] / f:>10.2f}x {row['seed']['ns_median'] / f:>9.2f}x "
+              f"{row['fastlaunch-jit']['ns_median'] / f:>10.2f}x "
+              f"{row['triton-autotune']['ns_median'] / row['fastlaunch-autotune']['ns_median']:>7.2f}x "
+              f"{row['seed']['ns_median'] / f:>9.2f}x "
               f"{row['floor']['ns_median'] / u:>12.2f}x", file=out)
     print(f"\n{TARGETS}", file=out)
 
