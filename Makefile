@@ -5,9 +5,9 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 BUILD := build/release
 ASAN := build/sanitize
-# torch is pinned to the CPU build that pip finds on this kind of machine; triton compiles kernels
-# for a GPU target without a GPU.
-PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton
+# torch 2.15.0 from PyPI (a CUDA build; it runs on the CPU here); triton compiles kernels for a GPU
+# target without a GPU; liger-kernel's kernels are the public project the JIT fidelity test calls.
+PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
 .PHONY: all test test-versions bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python pytest clean

@@ -40,6 +40,25 @@ def test_jit_calls_match_tritons_own_jit(tmp_path):
     assert result["through_triton"] <= 3 * result["variants"], result
 
 
+def test_public_project_kernels_match_tritons_own_jit(tmp_path):
+    """Liger-Kernel's ops (from PyPI, installed by the test set-up), each kernel[grid] call they make
+    replayed through Triton's run and through fastlaunch: at least 15 kernels, 0 differing."""
+    try:
+        import liger_kernel  # noqa: F401
+    except ImportError as exc:
+        from conftest import reference_unavailable
+
+        reference_unavailable(f"liger-kernel is not installed ({exc}); pip install liger-kernel")
+    proc = _run(tmp_path, "fldev.public_fidelity", "12", "20261201")
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["mismatches"] == 0, result["first_mismatches"]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert result["kernels"] >= 15, result["kernel_names"]
+    assert result["identical"] + result["raised_by_both"] == result["compared"], result
+    assert result["fast"] >= result["compared"] // 2, result
+
+
 CHECK_NAMES = ["steady_state_is_fast_and_grid_programs_run_in_c", "registered_c_sources_read_the_stream",
                "autotuned_keys_launch_the_tuned_config_and_the_rest_goes_to_triton",
                "warmup_goes_to_triton_and_launches_nothing",

@@ -133,6 +133,62 @@ def calls(g, K):
     return K.grid2d, (g.tensor([g.torch.float32]), rows, cols, cols), dict(BLOCK_R=br, BLOCK_C=bc, **opts), grid
 
 
+def compare_call(stub, i, fn, args, kwargs, grid, layouts, stats, mismatches):
+    """One call through Triton's own run, then through `fn[grid](...)` with fastlaunch enabled: the
+    same variant, grid, block, shared memory, stream, attributes and argument bytes (and, under an
+    Autotuner, the same best_config), or the same refusal with nothing launched."""
+    import fastlaunch
+    from fastlaunch.triton import abi_of
+
+    st = stub.state
+    try:
+        # The variant first (warmup compiles and launches nothing): the stand-in driver copies
+        # exactly as many parameters as the launch passes.
+        k0 = type(fn).run(fn, *args, grid=grid, warmup=True, **kwargs)
+        if id(k0) not in layouts:
+            abi = abi_of(k0)
+            layouts[id(k0)] = (k0, abi.kinds, fastlaunch.layout("cuda", abi.kinds, hidden_ptrs=abi.hidden_ptrs))
+        _, kinds0, layout0 = layouts[id(k0)]
+        stub.record(len(kinds0) + len(layout0["hidden"]))
+        k1 = type(fn).run(fn, *args, grid=grid, warmup=False, **kwargs)
+        r1 = record(st)
+        r1["best"] = getattr(fn, "best_config", None)
+        ok1 = True
+    except Exception as exc:  # Triton refuses the call: fastlaunch must refuse it too
+        ok1, err1 = False, f"{type(exc).__name__}: {exc}"[:200]
+    calls0 = st.calls
+    try:
+        k2 = fn[grid](*args, **kwargs)
+        r2 = record(st)
+        r2["best"] = getattr(fn, "best_config", None)
+        ok2 = True
+    except Exception as exc:
+        ok2, err2 = False, f"{type(exc).__name__}: {exc}"[:200]
+    if ok1 != ok2:
+        mismatches.append((i, getattr(fn, "__name__", fn), "one_raised", err1 if not ok1 else err2))
+        return
+    if not ok1:
+        stats["raised_by_both"] += 1
+        if st.calls != calls0:
+            mismatches.append((i, getattr(fn, "__name__", "?"), "launched_although_raised", err2))
+        return
+    if k1 is not k2:
+        mismatches.append((i, getattr(fn, "__name__", "?"), "other_variant", None))
+        return
+    if id(k1) not in layouts:
+        abi = abi_of(k1)
+        layouts[id(k1)] = (k1, abi.kinds, fastlaunch.layout("cuda", abi.kinds, hidden_ptrs=abi.hidden_ptrs))
+    _, kinds, layout = layouts[id(k1)]
+    same = all(r1[f] == r2[f] for f in ("grid", "block", "shared", "stream", "function", "nattrs", "attrs"))
+    same = same and r1["best"] is r2["best"] and getattr(fn, "nargs", None) is None
+    if not same or arg_bytes(r1, kinds, layout) != arg_bytes(r2, kinds, layout):
+        mismatches.append((i, getattr(fn, "__name__", "?"), "launch_differs",
+                           {f: (r1[f], r2[f]) for f in ("grid", "block", "shared", "stream", "function")}))
+        return
+    stats["identical"] += 1
+    stats["fast" if not r2["used_params"] else "through_triton"] += 1
+
+
 def main(n=100_000, seed=2026):
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, "..", "..", "tests", "python"))
@@ -157,52 +213,7 @@ def main(n=100_000, seed=2026):
     layouts = {}
     for i in range(n):
         fn, args, kwargs, grid = calls(g, K)
-        try:
-            # The variant first (warmup compiles and launches nothing): the stand-in driver copies
-            # exactly as many parameters as the launch passes.
-            k0 = type(fn).run(fn, *args, grid=grid, warmup=True, **kwargs)
-            if id(k0) not in layouts:
-                abi = abi_of(k0)
-                layouts[id(k0)] = (k0, abi.kinds, fastlaunch.layout("cuda", abi.kinds, hidden_ptrs=abi.hidden_ptrs))
-            _, kinds0, layout0 = layouts[id(k0)]
-            stub.record(len(kinds0) + len(layout0["hidden"]))
-            k1 = type(fn).run(fn, *args, grid=grid, warmup=False, **kwargs)
-            r1 = record(st)
-            r1["best"] = getattr(fn, "best_config", None)
-            ok1 = True
-        except Exception as exc:  # Triton refuses the call: fastlaunch must refuse it too
-            ok1, err1 = False, f"{type(exc).__name__}: {exc}"[:200]
-        calls0 = st.calls
-        try:
-            k2 = fn[grid](*args, **kwargs)
-            r2 = record(st)
-            r2["best"] = getattr(fn, "best_config", None)
-            ok2 = True
-        except Exception as exc:
-            ok2, err2 = False, f"{type(exc).__name__}: {exc}"[:200]
-        if ok1 != ok2:
-            mismatches.append((i, getattr(fn, "__name__", fn), "one_raised", err1 if not ok1 else err2))
-            continue
-        if not ok1:
-            stats["raised_by_both"] += 1
-            if st.calls != calls0:
-                mismatches.append((i, getattr(fn, "__name__", "?"), "launched_although_raised", err2))
-            continue
-        if k1 is not k2:
-            mismatches.append((i, getattr(fn, "__name__", "?"), "other_variant", None))
-            continue
-        if id(k1) not in layouts:
-            abi = abi_of(k1)
-            layouts[id(k1)] = (k1, abi.kinds, fastlaunch.layout("cuda", abi.kinds, hidden_ptrs=abi.hidden_ptrs))
-        _, kinds, layout = layouts[id(k1)]
-        same = all(r1[f] == r2[f] for f in ("grid", "block", "shared", "stream", "function", "nattrs", "attrs"))
-        same = same and r1["best"] is r2["best"] and getattr(fn, "nargs", None) is None
-        if not same or arg_bytes(r1, kinds, layout) != arg_bytes(r2, kinds, layout):
-            mismatches.append((i, getattr(fn, "__name__", "?"), "launch_differs",
-                               {f: (r1[f], r2[f]) for f in ("grid", "block", "shared", "stream", "function")}))
-            continue
-        stats["identical"] += 1
-        stats["fast" if not r2["used_params"] else "through_triton"] += 1
+        compare_call(stub, i, fn, args, kwargs, grid, layouts, stats, mismatches)
     counts = {}
     for name, c in flt_sites():
         counts[name] = c
