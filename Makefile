@@ -10,7 +10,7 @@ ASAN := build/sanitize
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
-.PHONY: all test test-versions bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python pytest clean
+.PHONY: all test test-versions bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean
 
 all: $(VENV)/.installed
 
@@ -108,7 +108,17 @@ fuzz-quick: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) $(PYASAN)/stage/.built
 	done
 	@echo -n "fuzz python: " && $(PY_ASAN_RUN) fuzz/fuzz_python.py $(PY_FUZZ_QUICK_CALLS) 2
 
-test: ctest ctest-sanitize ctest-tsan fuzz-quick pytest
+# The JIT and Autotuner dispatchers under the same ASan+UBSan build (no tensor door there: the
+# dispatchers' other path), 3,000 random calls against Triton's own JIT on the stand-in driver.
+jit-sanitize: $(PYASAN)/stage/.built
+	@PYTHONPATH=$(PYASAN)/stage:tools PYTHONMALLOC=malloc \
+	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(VPY) -m fldev.jit_fidelity 3000 5 > build/jit-sanitize.json 2> build/jit-sanitize.log || \
+	  { tail -40 build/jit-sanitize.log; cat build/jit-sanitize.json; exit 1; }
+	@echo "jit under ASan+UBSan: $$(grep -E '"(identical|mismatches)"' build/jit-sanitize.json | tr -d ' \n')"
+
+test: ctest ctest-sanitize ctest-tsan fuzz-quick jit-sanitize pytest
 
 # The Python suite on every supported torch (2.9 to 2.15, each with the Triton it requires) on
 # Python 3.11 and 3.12: venvs built once with uv and cached under ~/.cache/fastlaunch/versions

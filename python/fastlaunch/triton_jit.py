@@ -224,7 +224,10 @@ class _AutotunePolicy:
             config = at.cache.get(key)
         else:
             key, config = (), at.configs[0]
+        # What the key holds by address: str key values, and the arguments' dtype objects (the
+        # key's way without the tensor door).
         keep = tuple(v for v in key if isinstance(v, str))
+        keep += tuple(getattr(v, "dtype", None) for v in list(args) + list(kwargs.values()) if hasattr(v, "dtype"))
         if config is None:
             d._insert(key_bytes, None, (), (), keep, "key_not_cached")
         elif getattr(config, "pre_hook", None) is not None:

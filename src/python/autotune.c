@@ -24,7 +24,7 @@
 #define AT_MAX_ENTRIES 256
 #define AT_MAX_KW 64
 
-enum { A_ABSENT = 1, A_INT, A_UINT, A_NEG, A_BOOL, A_NONE, A_FLOAT, A_STR, A_DTYPE };
+enum { A_ABSENT = 1, A_INT, A_UINT, A_NEG, A_BOOL, A_NONE, A_FLOAT, A_STR, A_DTYPE, A_DTYPE_OBJ };
 
 typedef struct {
   uint64_t words[AT_MAX_KEY];
@@ -128,8 +128,18 @@ static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
   if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
   uint64_t p;
   int where, index, dtype;
-  if (!st->door || !st->door->unpack_typed(v, &p, &where, &index, &dtype)) return 1;
-  return push(k, A_DTYPE | pos << 8 | (uint64_t)(uint32_t)dtype << 32) ? 1 : 0;
+  if (st->door && st->door->unpack_typed(v, &p, &where, &index, &dtype))
+    return push(k, A_DTYPE | pos << 8 | (uint64_t)(uint32_t)dtype << 32) ? 1 : 0;
+  /* No door (or not a tensor it reads): the dtype object by identity, which the policy keeps alive
+   * with the entry (torch's dtypes are singletons: one object per str(dtype)). */
+  PyObject *dt = PyObject_GetAttr(v, st->str_dtype);
+  if (!dt) {
+    PyErr_Clear(); /* no dtype attribute, or one that raises: Triton's path says what happens */
+    return 1;
+  }
+  int r = push(k, A_DTYPE_OBJ | pos << 8) || push(k, (uint64_t)(uintptr_t)dt);
+  Py_DECREF(dt);
+  return r ? 1 : 0;
 }
 
 static Py_ssize_t name_index(PyObject *names, PyObject *key) {
@@ -588,6 +598,8 @@ static PyType_Spec at_spec = {
 };
 
 int fl_ext_add_autotune_type(PyObject *module, fl_ext_state *st) {
+  st->str_dtype = PyUnicode_InternFromString("dtype");
+  if (!st->str_dtype) return -1;
   st->autotune_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &at_spec, NULL);
   if (!st->autotune_type) return -1;
   return PyModule_AddType(module, st->autotune_type);

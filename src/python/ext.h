@@ -33,6 +33,7 @@ typedef struct {
   PyObject *str_fallback;     /* the bound launch's method called when the entry cannot launch */
   PyObject *str_warmup;
   PyObject *str_run;
+  PyObject *str_dtype;
   /* Triton's JIT (jit.c): the dispatcher, the kernel[grid] object, the class's __getitem__. */
   PyTypeObject *jit_type;
   PyTypeObject *jit_call_type;

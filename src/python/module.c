@@ -245,6 +245,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->str_fallback);
   Py_CLEAR(st->str_warmup);
   Py_CLEAR(st->str_run);
+  Py_CLEAR(st->str_dtype);
   Py_CLEAR(st->jit_type);
   Py_CLEAR(st->jit_call_type);
   Py_CLEAR(st->jit_subscript_type);
