@@ -1177,22 +1177,46 @@ typedef struct {
   fl_ext_state *state;
   PyObject *stock_getitem; /* Triton's own __getitem__ */
   PyObject *attach;        /* attach(kernel): installs a dispatcher, or marks the kernel stock */
+  /* The last kernel served, its instance dict, the dispatcher found there and the dict's stamp
+   * then: while the stamp holds, kernel[grid] on that kernel skips the lookup of `run`. */
+  PyObject *last_kernel, *last_dict, *last_run;
+  uint64_t last_stamp;
 } SubscriptObject;
+
+/* The dispatcher in kernel.__dict__["run"] (borrowed), NULL when there is none (or with an
+ * exception). The last kernel's is remembered while its dict is unchanged. */
+static PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
+  PyObject **dictptr = _PyObject_GetDictPtr(kernel);
+  PyObject *dict = dictptr ? *dictptr : NULL;
+  if (!dict) return NULL;
+  if (kernel == sub->last_kernel && dict == sub->last_dict && fl_ext_dict_stamp(dict) == sub->last_stamp)
+    return sub->last_run;
+  PyObject *run = PyDict_GetItemWithError(dict, sub->state->str_run);
+  if (!run || (Py_TYPE(run) != sub->state->jit_type && Py_TYPE(run) != sub->state->autotune_type)) return run;
+  if (fl_ext_watch_dict(sub->state, dict) < 0) {
+    PyErr_Clear(); /* not remembered: looked up again next time */
+    return run;
+  }
+  Py_XSETREF(sub->last_kernel, Py_NewRef(kernel));
+  Py_XSETREF(sub->last_dict, Py_NewRef(dict));
+  Py_XSETREF(sub->last_run, Py_NewRef(run));
+  sub->last_stamp = fl_ext_dict_stamp(dict);
+  return run;
+}
 
 static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   SubscriptObject *sub = (SubscriptObject *)callable;
   size_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs != 2 || kwnames) return PyObject_Vectorcall(sub->stock_getitem, args, nargsf, kwnames);
   PyObject *kernel = args[0], *grid = args[1];
-  PyObject **dictptr = _PyObject_GetDictPtr(kernel);
-  PyObject *run = dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, sub->state->str_run) : NULL;
+  PyObject *run = subscript_run(sub, kernel);
   if (!run) {
     if (PyErr_Occurred()) return NULL;
     PyObject *r = PyObject_CallOneArg(sub->attach, kernel); /* once per kernel */
     if (!r) return NULL;
     Py_DECREF(r);
-    dictptr = _PyObject_GetDictPtr(kernel);
-    run = dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, sub->state->str_run) : NULL;
+    run = subscript_run(sub, kernel);
+    if (!run && PyErr_Occurred()) return NULL;
   }
   PyObject **spare_at;
   if (run && Py_TYPE(run) == sub->state->jit_type) spare_at = &((JitObject *)run)->spare_call;
@@ -1233,12 +1257,18 @@ static int subscript_traverse(SubscriptObject *self, visitproc visit, void *arg)
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->stock_getitem);
   Py_VISIT(self->attach);
+  Py_VISIT(self->last_kernel);
+  Py_VISIT(self->last_dict);
+  Py_VISIT(self->last_run);
   return 0;
 }
 
 static int subscript_clear(SubscriptObject *self) {
   Py_CLEAR(self->stock_getitem);
   Py_CLEAR(self->attach);
+  Py_CLEAR(self->last_kernel);
+  Py_CLEAR(self->last_dict);
+  Py_CLEAR(self->last_run);
   return 0;
 }
 

@@ -52,6 +52,15 @@ int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts) {
   return 0;
 }
 
+int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict) {
+#if FL_EXT_WATCHERS
+  return PyDict_Watch(st->dict_watcher, dict);
+#else
+  (void)st, (void)dict;
+  return 0;
+#endif
+}
+
 void fl_ext_watch_free(fl_ext_watch *w) {
   Py_CLEAR(w->dicts);
   PyMem_Free(w->versions);

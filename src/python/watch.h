@@ -41,6 +41,19 @@ static inline int fl_ext_watch_changed(const fl_ext_watch *w) {
 #endif
 }
 
+/* A stamp of one dict (watched with fl_ext_watch_dict first): an unchanged stamp means the dict
+ * is unchanged (3.12+: no watched dict changed at all; before: the dict's own version tag). */
+static inline uint64_t fl_ext_dict_stamp(PyObject *dict) {
+#if FL_EXT_WATCHERS
+  (void)dict;
+  return fl_ext_watch_epoch;
+#else
+  return fl_ext_dict_version(dict);
+#endif
+}
+/* 3.12+: the interpreter's watcher watches `dict`; nothing before. 0, or -1 with an exception. */
+int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict);
+
 /* Watches `dicts` (a tuple of dicts) from now on. 0, or -1 with an exception (then `force` stays
  * set, so the next call looks again). */
 int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts);
