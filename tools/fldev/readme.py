@@ -81,10 +81,11 @@ def _targets(table, backends, cases):
 
 def _block(table, backend, cases):
     modes = list(dict.fromkeys(k[2] for k in table if k[0] == backend))
-    lines = [f"{backend:10} {'case':20}" + "".join(f"{m:>19}" for m in modes)]
+    w = max(19, max(len(m) + 1 for m in modes))
+    lines = [f"{backend:10} {'case':20}" + "".join(f"{m:>{w}}" for m in modes)]
     for c in cases:
         if (backend, c, modes[0]) in table:
-            lines.append(f"{'':10} {c:20}" + "".join(f"{table[(backend, c, m)]['ns_median']:>16.1f} ns" for m in modes))
+            lines.append(f"{'':10} {c:20}" + "".join(f"{table[(backend, c, m)]['ns_median']:>{w - 3}.1f} ns" for m in modes))
     return lines
 
 
