@@ -359,20 +359,26 @@ static PyObject *at_dispatch(AutotuneObject *self, PyObject *grid, PyObject *con
     argv[nargs + (size_t)(nkw + nc)] = grid;
     argv[nargs + (size_t)(nkw + nc) + 1] = Py_False;
   }
-  PyObject *config = Py_NewRef(e->config); /* the inner call may clear the table */
+  /* The inner call may clear the table: what argv and the attributes borrow from the entry stays
+   * alive through it. */
+  PyObject *config = Py_NewRef(e->config), *values = Py_NewRef(e->values);
   Py_INCREF(names);
   at_entry held = *e;
   held.config = config;
   if (leave_attrs(self, &held, args, nargs, 0) < 0) {
     Py_DECREF(config);
+    Py_DECREF(values);
     Py_DECREF(names);
     return NULL;
   }
-  PyObject *res = self->inner_is_jit && grid ? fl_ext_jit_run_grid(self->inner, grid, argv, nargs, names)
-                                             : PyObject_Vectorcall(self->inner, argv, nargs, names);
+  PyObject *inner = Py_NewRef(self->inner);
+  PyObject *res = self->inner_is_jit && grid ? fl_ext_jit_run_grid(inner, grid, argv, nargs, names)
+                                             : PyObject_Vectorcall(inner, argv, nargs, names);
+  Py_DECREF(inner);
   if (!res) leave_attrs(self, &held, args, nargs, 1);
   else self->fast++;
   Py_DECREF(config);
+  Py_DECREF(values);
   Py_DECREF(names);
   return res;
 #undef STOCK

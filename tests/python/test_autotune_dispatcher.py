@@ -122,3 +122,28 @@ def test_bad_construction_and_bindings_name_the_argument():
     policy.revalidate = lambda: (None, ("not a dict",), print)
     with pytest.raises(TypeError, match=r"watched\[0\]: expected a dict"):
         d(1, 5, grid=(1,), warmup=False)
+
+
+def test_an_inner_call_that_clears_the_table_completes_with_the_configs_values():
+    """Clearing the table from inside the inner call: the call completes with the config's values
+    and the table is empty after it. (A Python inner owns its keyword values once called; for the
+    JIT dispatcher, which borrows them, the dispatcher holds the entry's values through the call.
+    That case is not reachable from a Python stand-in, so this test cannot show it.)"""
+    d, at, policy, calls = make()
+    seen = []
+
+    def bind(key, args, kwargs):
+        cfg = at.configs[1]
+        d._insert(key, cfg, ("BLOCK",), (bytearray(b"only-ref"),), (), None)  # the tuple holds the only reference
+
+    def inner(*args, **kwargs):
+        d.clear()
+        seen.append(bytes(kwargs["BLOCK"]))
+        return "inner"
+
+    policy.bind = bind
+    policy.inner = inner
+    d.invalidate()
+    assert d(1, 5, grid=(1,), warmup=False) == "triton"
+    assert d(1, 5, grid=(1,), warmup=False) == "inner"
+    assert seen == [b"only-ref"] and d.counts["variants"] == 0
