@@ -142,18 +142,6 @@ static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
   return r ? 1 : 0;
 }
 
-static Py_ssize_t name_index(PyObject *names, PyObject *key) {
-  Py_ssize_t n = PyTuple_GET_SIZE(names);
-  for (Py_ssize_t i = 0; i < n; i++)
-    if (PyTuple_GET_ITEM(names, i) == key) return i;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    int eq = PyUnicode_Compare(PyTuple_GET_ITEM(names, i), key);
-    if (eq == 0) return i;
-    if (eq == -1 && PyErr_Occurred()) PyErr_Clear();
-  }
-  return -1;
-}
-
 /* The key of a call, as Autotuner.run builds its tuple: 0, or 1 with *why. */
 static int make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, at_key *k,
                     const char **why) {
@@ -169,7 +157,7 @@ static int make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, P
       v = args[p];
     } else {
       for (Py_ssize_t kk = 0; kk < nkw && !v; kk++)
-        if (name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk)) == p) v = args[nargs + (size_t)kk];
+        if (fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk)) == p) v = args[nargs + (size_t)kk];
     }
     if (!v) {
       if (push(k, A_ABSENT)) return *why = "key_too_long", 1;
@@ -180,7 +168,7 @@ static int make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, P
   for (size_t i = 0; i < nargs; i++)
     if (key_dtype(self->state, k, args[i], i)) return *why = "arg_kind", 1;
   for (Py_ssize_t kk = 0; kk < nkw; kk++) {
-    Py_ssize_t p = name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk));
+    Py_ssize_t p = fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk));
     if (p >= 0 && key_dtype(self->state, k, args[nargs + (size_t)kk], 0x10000 | (uint64_t)kk)) return *why = "arg_kind", 1;
   }
   return 0;
@@ -197,13 +185,7 @@ static at_entry *table_find(AutotuneObject *self, const at_key *k, uint64_t h) {
 /* ---- Triton's path ---- */
 static void count_stock(AutotuneObject *self, const char *reason, PyObject *reason_obj) {
   self->stock++;
-  PyObject *key = reason_obj ? Py_NewRef(reason_obj) : PyUnicode_FromString(reason);
-  if (!key) return PyErr_Clear();
-  PyObject *n = PyDict_GetItemWithError(self->stock_counts, key);
-  PyObject *m = PyLong_FromLong(n ? PyLong_AsLong(n) + 1 : 1);
-  if (!m || PyDict_SetItem(self->stock_counts, key, m) < 0) PyErr_Clear();
-  Py_XDECREF(m);
-  Py_DECREF(key);
+  fl_ext_count_reason(self->stock_counts, reason, reason_obj);
 }
 
 /* Autotuner.run(*args, **kwargs) (grid= and warmup= among the keywords, or added for the
@@ -326,7 +308,7 @@ static int leave_attrs(AutotuneObject *self, at_entry *e, PyObject *const *args,
 static int keyword_clash(const at_entry *e, PyObject *kwnames) {
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++)
-    if (name_index(e->names, PyTuple_GET_ITEM(kwnames, i)) >= 0) return 1;
+    if (fl_ext_name_index(e->names, PyTuple_GET_ITEM(kwnames, i)) >= 0) return 1;
   return 0;
 }
 

@@ -2,27 +2,10 @@
  * in C only what can change between calls, then launches the plan; anything else goes back to the
  * bound launch (a Python object) through its entry_fallback method. */
 #include "ext.h"
+#include "watch.h"
 
-/* Dict version tags (CPython 3.11 and 3.12): a dict's tag changes whenever the dict is modified
- * and tags are never reused, so an unchanged tag means an earlier lookup in that dict still holds.
- * The entry uses them to skip its two lookups (a module's flag, the autotuner's launchers) on
- * most calls. Other versions look up every time. */
-#if PY_VERSION_HEX < 0x030D0000
-#define FL_DICT_VERSIONS 1
-static inline uint64_t dict_version(PyObject *dict) {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  return ((PyDictObject *)dict)->ma_version_tag;
-#pragma GCC diagnostic pop
-}
-#else
-#define FL_DICT_VERSIONS 0
-static inline uint64_t dict_version(PyObject *dict) {
-  (void)dict;
-  return 0;
-}
-#endif
-
+/* The entry skips its two lookups (a module's flag, the autotuner's launchers) while the dict's
+ * version tag is unchanged (watch.h); without tags it looks up every time. */
 #define FL_ENTRY_CACHED_FLAGS 4
 
 typedef struct {
@@ -94,9 +77,9 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *mdict = f < FL_ENTRY_CACHED_FLAGS ? self->flag_dict[f] : NULL;
     if (!mdict && PyModule_CheckExact(owner)) mdict = PyModule_GetDict(owner);
     if (mdict) {
-      uint64_t version = dict_version(mdict);
+      uint64_t version = fl_ext_dict_version(mdict);
       /* A flag recorded off stays off while the module's dict is unchanged. */
-      if (FL_DICT_VERSIONS && f < FL_ENTRY_CACHED_FLAGS && version && self->flag_version[f] == version) continue;
+      if (FL_EXT_DICT_VERSIONS && f < FL_ENTRY_CACHED_FLAGS && version && self->flag_version[f] == version) continue;
       PyObject *value = PyDict_GetItemWithError(mdict, name); /* borrowed */
       if (!value && PyErr_Occurred()) return NULL;
       on = value ? (value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value)) : 0;
@@ -126,8 +109,8 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *dict = PyObject_GenericGetDict(self->autotuner, NULL);
     PyObject *launchers = NULL;
     if (dict) {
-      uint64_t version = dict_version(dict);
-      if (FL_DICT_VERSIONS && version && self->launchers_version == version) {
+      uint64_t version = fl_ext_dict_version(dict);
+      if (FL_EXT_DICT_VERSIONS && version && self->launchers_version == version) {
         launchers = self->launchers_seen; /* the dict still holds it: unchanged since */
       } else {
         launchers = PyDict_GetItemWithError(dict, self->launcher_attr); /* borrowed */

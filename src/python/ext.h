@@ -191,6 +191,10 @@ PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *ar
 PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames);
 PyObject **fl_ext_autotune_spare(PyObject *dispatcher);
+/* jit.c: counts[reason] += 1 (errors cleared: a count never fails a call); a name's index in a
+ * tuple of str, by identity first, then by value (-1: absent). */
+void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj);
+Py_ssize_t fl_ext_name_index(PyObject *names, PyObject *key);
 
 /* ---- 4. testing.c ---- */
 extern PyMethodDef fl_ext_testing_methods[];

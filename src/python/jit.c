@@ -336,6 +336,11 @@ static Py_ssize_t equal_index(PyObject *names, PyObject *key) {
   return -1;
 }
 
+Py_ssize_t fl_ext_name_index(PyObject *names, PyObject *key) {
+  Py_ssize_t i = ident_index(names, key);
+  return i >= 0 ? i : equal_index(names, key);
+}
+
 /* A keyword: its parameter index (*param) or option index (*option), -1 for the other. Names are
  * compared by identity first (the policy interns them, as the compiler interns keyword names). */
 static void keyword_index(JitObject *self, PyObject *key, Py_ssize_t *param, Py_ssize_t *option) {
@@ -547,18 +552,22 @@ done:
   return result;
 }
 
-static void count_stock(JitObject *self, const char *reason, PyObject *reason_obj) {
-  self->stock++;
+void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj) {
   PyObject *key = reason_obj ? Py_NewRef(reason_obj) : PyUnicode_FromString(reason);
   if (!key) {
     PyErr_Clear();
     return;
   }
-  PyObject *n = PyDict_GetItemWithError(self->stock_counts, key);
+  PyObject *n = PyDict_GetItemWithError(counts, key);
   PyObject *m = PyLong_FromLong(n ? PyLong_AsLong(n) + 1 : 1);
-  if (!m || PyDict_SetItem(self->stock_counts, key, m) < 0) PyErr_Clear();
+  if (!m || PyDict_SetItem(counts, key, m) < 0) PyErr_Clear();
   Py_XDECREF(m);
   Py_DECREF(key);
+}
+
+static void count_stock(JitObject *self, const char *reason, PyObject *reason_obj) {
+  self->stock++;
+  fl_ext_count_reason(self->stock_counts, reason, reason_obj);
 }
 
 /* Triton runs the call; after a miss the policy binds what Triton used under the key. */

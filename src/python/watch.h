@@ -12,11 +12,23 @@
 extern uint64_t fl_ext_watch_epoch;
 #else
 #define FL_EXT_WATCHERS 0
+#endif
+
+/* Dict version tags (through 3.12; deprecated there, gone later): a dict's tag changes whenever the
+ * dict is modified and tags are never reused. 0 where there are none. */
+#if PY_VERSION_HEX < 0x030D0000
+#define FL_EXT_DICT_VERSIONS 1
 static inline uint64_t fl_ext_dict_version(PyObject *dict) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   return ((PyDictObject *)dict)->ma_version_tag;
 #pragma GCC diagnostic pop
+}
+#else
+#define FL_EXT_DICT_VERSIONS 0
+static inline uint64_t fl_ext_dict_version(PyObject *dict) {
+  (void)dict;
+  return 0;
 }
 #endif
 
