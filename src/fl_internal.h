@@ -23,6 +23,8 @@
 /* Packed buffers up to this size live on the launching thread's stack; larger ones (up to
  * FL__MAX_ARGS_SIZE) in a per-thread static buffer. */
 #define FL__STACK_ARGS_SIZE 4096
+/* Templates of up to this many bytes are copied whole (plan.c allocates at least this much). */
+#define FL__SMALL_ARGS 64
 #define FL__MAX_ARGS_SIZE 32768
 /* Largest number of arguments a plan may have. */
 #define FL__MAX_ARGS 1024

@@ -168,7 +168,10 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   const size_t size = plan->layout.size;
   _Alignas(16) unsigned char stack_args[FL__STACK_ARGS_SIZE];
   unsigned char *buf = size <= sizeof stack_args ? stack_args : large_args;
-  memcpy(buf, plan->tmpl, size);
+  if (size <= FL__SMALL_ARGS)
+    memcpy(buf, plan->tmpl, FL__SMALL_ARGS); /* a constant size: a few moves, no call */
+  else
+    memcpy(buf, plan->tmpl, size);
   fl_status st = pack_runtime(plan, buf, args, err);
   if (FL__UNLIKELY(st != FL_OK)) return st;
 

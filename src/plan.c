@@ -247,7 +247,9 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
     st = fl__fail(err, FL_UNSUPPORTED, true, "args_too_large:%zu:%zu", plan->layout.size, be->max_args_size);
     goto error;
   }
-  plan->tmpl = fl__calloc(plan->layout.size ? plan->layout.size : 1, 1);
+  /* At least FL__SMALL_ARGS bytes (zeros past layout.size): a launch copies a small template whole,
+   * in a few moves of constant size. */
+  plan->tmpl = fl__calloc(plan->layout.size > FL__SMALL_ARGS ? plan->layout.size : FL__SMALL_ARGS, 1);
   if (!plan->tmpl) {
     st = fl__fail(err, FL_NOMEM, false, "nomem:template");
     goto error;

@@ -501,6 +501,7 @@ static PyObject *at_get_counts(AutotuneObject *self, void *closure) {
 
 static int at_traverse(AutotuneObject *self, visitproc visit, void *arg) {
   Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->watch.dicts);
   Py_VISIT(self->autotuner);
   Py_VISIT(self->stock_run);
   Py_VISIT(self->policy);
@@ -516,6 +517,8 @@ static int at_traverse(AutotuneObject *self, visitproc visit, void *arg) {
 }
 
 static int at_clear(AutotuneObject *self) {
+  Py_CLEAR(self->watch.dicts); /* the version arrays go with the object */
+  self->watch.force = 1;
   Py_CLEAR(self->autotuner);
   Py_CLEAR(self->stock_run);
   Py_CLEAR(self->policy);

@@ -62,8 +62,8 @@ static int fail_range(fl_error *err, int r, size_t i, fl_kind kind) {
   return -1;
 }
 
-static int extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err,
-                   const fl_ext_args *spec) {
+Py_NO_INLINE int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out,
+                                fl_error *err, const fl_ext_args *spec) {
   if (kind == FL_KIND_PTR) {
     if (obj == Py_None) {
       *out = fl_none();
@@ -242,48 +242,6 @@ void fl_ext_npu_queue_probe(fl_ext_state *st) {
   Py_XDECREF(state);
   Py_XDECREF(capsule);
   Py_DECREF(mod);
-}
-
-int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *args, size_t nargs, fl_value *values,
-                   fl_error *err) {
-  if (nargs != spec->ncall) {
-    err->status = FL_BAD_ARG_COUNT;
-    err->backend_submitted = false;
-    err->stable = true;
-    snprintf(err->reason, sizeof err->reason, "args_size_mismatch:%zu:%zu", nargs, spec->ncall);
-    return -1;
-  }
-  for (size_t i = 0; i < nargs; i++) {
-    int32_t k = spec->argmap ? spec->argmap[i] : (int32_t)i;
-    if (k < 0) continue; /* a position the plan skips */
-    PyObject *obj = args[i];
-    fl_kind kind = spec->kinds[k];
-    /* The two common cases inline (a tensor through the door on a device the plan takes; a
-     * non-negative int of up to 63 bits for a non-pointer kind); everything else, errors included,
-     * the full way. */
-    if (kind == FL_KIND_PTR) {
-      uint64_t p;
-      int where, index;
-      if (st->door && !spec->data_ptr_only && !PyLong_Check(obj) && obj != Py_None &&
-          st->door->unpack(obj, &p, &where, &index) &&
-          (spec->memory == FL_MEMORY_ANY ||
-           (where == (int)spec->memory && (spec->device < 0 || index == spec->device)))) {
-        values[k].type = FL_VALUE_PTR;
-        values[k].v.p = p;
-        continue;
-      }
-    } else if (PyLong_CheckExact(obj)) {
-      uint64_t mag;
-      int neg;
-      if (fl_ext_int_digits(obj, &mag, &neg) && !neg && mag <= (uint64_t)INT64_MAX) {
-        values[k] = fl_int((int64_t)mag);
-        continue;
-      }
-    }
-    int r = extract(st, kind, obj, (size_t)k, &values[k], err, spec);
-    if (r < 0) return r;
-  }
-  return 0;
 }
 
 static int fail_reason(fl_error *err, fl_status status, const char *fmt, const char *detail) {

@@ -4,8 +4,8 @@
 #include "ext.h"
 #include "watch.h"
 
-/* The entry skips its two lookups (a module's flag, the autotuner's launchers) while the dict's
- * version tag is unchanged (watch.h); without tags it looks up every time. */
+/* The entry skips its two lookups (a module's flag, the autotuner's launchers) while none of the
+ * dicts they read changed (watch.h): dict watchers on 3.12+, version tags before. */
 #define FL_ENTRY_CACHED_FLAGS 4
 
 typedef struct {
@@ -21,10 +21,15 @@ typedef struct {
   PyObject *flags;         /* tuple of (object, attribute name, reason): any true flag sends it back */
   unsigned long long calls;
   unsigned long long fallbacks;
-  /* What the last lookups found, valid while the dict's version is the one recorded (0: none). */
-  uint64_t launchers_version;
-  PyObject *launchers_seen; /* borrowed from the autotuner's dict; alive while its version holds */
-  uint64_t flag_version[FL_ENTRY_CACHED_FLAGS];
+  /* Steady: every flag was off and the launchers were found; valid while `watch` sees no change
+   * in the flags' module dicts and the autotuner's dict, and that dict is still the instance's. */
+  int steady;
+  fl_ext_watch watch;
+  PyObject *autotuner_dict; /* borrowed: `watch` holds it while steady */
+  /* Where the autotuner keeps its instance dict (the slot stays put for the object's life, which
+   * the entry holds): a replaced __dict__ shows there. */
+  PyObject **dict_slot;
+  PyObject *launchers_seen; /* borrowed from the autotuner's dict; alive while its dict is unchanged */
   /* The dicts of the first flags' modules (borrowed: the flags tuple holds the modules, and a
    * module's dict is the same object for the module's life), NULL for a flag on another object. */
   PyObject *flag_dict[FL_ENTRY_CACHED_FLAGS];
@@ -63,10 +68,14 @@ static PyObject *fallback(EntryObject *self, const char *reason, bool stable, Py
   return fallback_obj(self, reason, NULL, stable, args, nargs, kwnames);
 }
 
-static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-  EntryObject *self = (EntryObject *)callable;
-  fl_ext_state *st = self->state;
-  size_t nargs = PyVectorcall_NARGS(nargsf);
+/* Steps 1 and 2 the full way: every flag looked up, the autotuner's launchers read from its dict.
+ * Returns 0 (go on: launchers, if any, in self->launchers_seen), 1 with *why set (a flag is on:
+ * its reason), 2 (the launchers changed) or -1 with an exception. When every flag is off in a way
+ * only a change of its module's dict can undo, and the launchers were found in the instance dict,
+ * the entry becomes steady: those dicts are watched and later calls skip this while none changes. */
+static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
+  self->steady = 0;
+  bool can_steady = PyTuple_GET_SIZE(self->flags) <= FL_ENTRY_CACHED_FLAGS;
   /* 1. Flags such as the profiler's: while one is set, the stock path records what it must. A flag
    * on a module is read straight from the module's dict (the common case: the profiler's flag); a
    * missing attribute counts as off, as on the Python side. */
@@ -77,21 +86,19 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *mdict = f < FL_ENTRY_CACHED_FLAGS ? self->flag_dict[f] : NULL;
     if (!mdict && PyModule_CheckExact(owner)) mdict = PyModule_GetDict(owner);
     if (mdict) {
-      uint64_t version = fl_ext_dict_version(mdict);
-      /* A flag recorded off stays off while the module's dict is unchanged. */
-      if (FL_EXT_DICT_VERSIONS && f < FL_ENTRY_CACHED_FLAGS && version && self->flag_version[f] == version) continue;
       PyObject *value = PyDict_GetItemWithError(mdict, name); /* borrowed */
-      if (!value && PyErr_Occurred()) return NULL;
+      if (!value && PyErr_Occurred()) return -1;
       on = value ? (value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value)) : 0;
       /* Only a missing flag or an immutable false value (False, None, an int 0: the debug mode's
-       * active count) is recorded: another object's truth may change in place, an immutable one
-       * only through the dict, which changes its version. */
-      bool immutable_off = !value || (on == 0 && (value == Py_False || value == Py_None || PyLong_CheckExact(value)));
-      if (f < FL_ENTRY_CACHED_FLAGS) self->flag_version[f] = immutable_off ? version : 0;
+       * active count) stays off while the dict is unchanged: another object's truth may change in
+       * place, an immutable one only through the dict. */
+      if (!(!value || (on == 0 && (value == Py_False || value == Py_None || PyLong_CheckExact(value)))))
+        can_steady = false;
     } else {
+      can_steady = false;
       PyObject *value = PyObject_GetAttr(owner, name);
       if (!value) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
         PyErr_Clear();
         on = 0;
       } else {
@@ -99,30 +106,55 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
         Py_DECREF(value);
       }
     }
-    if (on < 0) return NULL;
-    if (on) return fallback_obj(self, NULL, PyTuple_GET_ITEM(spec, 2), false, args, nargs, kwnames);
+    if (on < 0) return -1;
+    if (on) return *why = PyTuple_GET_ITEM(spec, 2), 1;
   }
   /* 2. The autotuner still has exactly the launcher the plan was built from. The launchers live in
    * the instance dict; reading it there skips the type's attribute machinery. Checked before the
    * hooks, so a call with hooks never runs a launcher the autotuner no longer has. */
+  PyObject *adict = NULL;
+  self->launchers_seen = NULL;
   if (self->autotuner != Py_None) {
-    PyObject *dict = PyObject_GenericGetDict(self->autotuner, NULL);
-    PyObject *launchers = NULL;
-    if (dict) {
-      uint64_t version = fl_ext_dict_version(dict);
-      if (FL_EXT_DICT_VERSIONS && version && self->launchers_version == version) {
-        launchers = self->launchers_seen; /* the dict still holds it: unchanged since */
-      } else {
-        launchers = PyDict_GetItemWithError(dict, self->launcher_attr); /* borrowed */
-        self->launchers_version = launchers ? version : 0;
-        self->launchers_seen = launchers;
-      }
-      Py_DECREF(dict);
-    }
+    PyObject **dictptr = _PyObject_GetDictPtr(self->autotuner); /* materializes a lazy dict */
+    self->dict_slot = dictptr;
+    adict = dictptr ? *dictptr : NULL;
+    PyObject *launchers = adict ? PyDict_GetItemWithError(adict, self->launcher_attr) : NULL; /* borrowed */
     if (!launchers) {
       PyErr_Clear();
-      return fallback(self, "launcher_changed", false, args, nargs, kwnames);
+      return 2;
     }
+    self->launchers_seen = launchers;
+  }
+  self->autotuner_dict = adict;
+  if (!can_steady) return 0;
+  PyObject *dicts = PyTuple_New(PyTuple_GET_SIZE(self->flags) + (adict != NULL));
+  if (!dicts) return -1;
+  Py_ssize_t n = 0;
+  for (; n < PyTuple_GET_SIZE(self->flags); n++) PyTuple_SET_ITEM(dicts, n, Py_NewRef(self->flag_dict[n]));
+  if (adict) PyTuple_SET_ITEM(dicts, n, Py_NewRef(adict));
+  int rc = fl_ext_watch_set(&self->watch, self->state, dicts); /* holds the dicts: no address reused */
+  Py_DECREF(dicts);
+  if (rc < 0) return -1;
+  self->steady = 1;
+  return 0;
+}
+
+static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  EntryObject *self = (EntryObject *)callable;
+  fl_ext_state *st = self->state;
+  size_t nargs = PyVectorcall_NARGS(nargsf);
+  /* 1 and 2 (entry_refresh): the flags and the autotuner's launchers, skipped while the entry is
+   * steady and none of the dicts they came from changed (nor the autotuner's dict was replaced). */
+  if (FL_EXT_UNLIKELY(!self->steady || fl_ext_watch_changed(&self->watch) ||
+                      (self->dict_slot && *self->dict_slot != self->autotuner_dict))) {
+    PyObject *why = NULL;
+    int r = entry_refresh(self, &why);
+    if (r < 0) return NULL;
+    if (r == 1) return fallback_obj(self, NULL, why, false, args, nargs, kwnames);
+    if (r == 2) return fallback(self, "launcher_changed", false, args, nargs, kwnames);
+  }
+  if (self->autotuner != Py_None) {
+    PyObject *launchers = self->launchers_seen; /* the watched dict still holds it */
     int same = PyList_Check(launchers) && PyList_GET_SIZE(launchers) == 1 &&
                PyList_GET_ITEM(launchers, 0) == self->launcher;
     if (!same) return fallback(self, "launcher_changed", false, args, nargs, kwnames);
@@ -225,6 +257,7 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 static int entry_traverse(EntryObject *self, visitproc visit, void *arg) {
   Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->watch.dicts);
   Py_VISIT(self->plan);
   Py_VISIT(self->bound);
   Py_VISIT(self->autotuner);
@@ -242,6 +275,10 @@ static int entry_clear(EntryObject *self) {
   Py_CLEAR(self->hook_lists);
   Py_CLEAR(self->flags);
   memset(self->flag_dict, 0, sizeof self->flag_dict);
+  self->steady = 0;
+  self->autotuner_dict = self->launchers_seen = NULL;
+  self->dict_slot = NULL;
+  fl_ext_watch_free(&self->watch);
   Py_CLEAR(self->launcher_attr);
   return 0;
 }

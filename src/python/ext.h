@@ -61,8 +61,10 @@ typedef struct {
 
 #if defined(__GNUC__)
 #define FL_EXT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define FL_EXT_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define FL_EXT_UNLIKELY(x) (x)
+#define FL_EXT_ALWAYS_INLINE inline
 #endif
 
 /* Reads an exact int (never a subclass) whose magnitude fits 64 bits straight from its digits: the C
@@ -82,6 +84,10 @@ static inline int fl_ext_int_digits(PyObject *obj, uint64_t *mag, int *neg) {
   const digit *d = v->ob_digit;
   *neg = size < 0;
 #endif
+  if (nd <= 2) { /* below 2^60: every pointer and stream handle, nearly every int */
+    *mag = nd == 2 ? ((uint64_t)d[1] << PyLong_SHIFT) | d[0] : nd == 1 ? d[0] : 0;
+    return 1;
+  }
   uint64_t m = 0;
   for (size_t i = nd; i-- > 0;) {
     if (m >> (64 - PyLong_SHIFT)) return 0;
@@ -129,8 +135,60 @@ typedef struct {
 /* Converts a call's positional arguments to runtime values (before the submit boundary). Returns
  * 0; -1 with `err` filled (no Python exception); -2 with a Python exception that must propagate
  * as it is (KeyboardInterrupt and the like, raised by an argument's own code). */
-int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *args, size_t nargs, fl_value *values,
-                   fl_error *err);
+/* One argument the full way (any kind, every check; the slow half of fl_ext_collect). Returns as
+ * fl_ext_collect does. */
+int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err,
+                   const fl_ext_args *spec);
+static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *args, size_t nargs, fl_value *values,
+                   fl_error *err) {
+  if (nargs != spec->ncall) {
+    err->status = FL_BAD_ARG_COUNT;
+    err->backend_submitted = false;
+    err->stable = true;
+    snprintf(err->reason, sizeof err->reason, "args_size_mismatch:%zu:%zu", nargs, spec->ncall);
+    return -1;
+  }
+  /* Read once: the calls below (the door, extract) could in principle change what a pointer
+   * reaches, so a field read inside the loop is read again after every call. */
+  const fl_tensor_door *door = spec->data_ptr_only ? NULL : st->door;
+  const int32_t *argmap = spec->argmap;
+  const fl_kind *kinds = spec->kinds;
+  const fl_memory memory = spec->memory;
+  const int device = spec->device;
+  for (size_t i = 0; i < nargs; i++) {
+    size_t k = i;
+    if (argmap) {
+      if (argmap[i] < 0) continue; /* a position the plan skips */
+      k = (size_t)argmap[i];
+    }
+    PyObject *obj = args[i];
+    fl_kind kind = kinds[k];
+    /* The two common cases inline (a tensor through the door on a device the plan takes; a
+     * non-negative int of up to 63 bits for a non-pointer kind); everything else, errors included,
+     * the full way. */
+    if (kind == FL_KIND_PTR) {
+      uint64_t p;
+      int where, index;
+      if (door && door->unpack(obj, &p, &where, &index) && /* 0 for anything but a tensor */
+          (memory == FL_MEMORY_ANY || (where == (int)memory && (device < 0 || index == device)))) {
+        values[k].type = FL_VALUE_PTR;
+        values[k].v.p = p;
+        continue;
+      }
+    } else if (PyLong_CheckExact(obj)) {
+      uint64_t mag;
+      int neg;
+      if (fl_ext_int_digits(obj, &mag, &neg) && !neg && mag <= (uint64_t)INT64_MAX) {
+        values[k] = fl_int((int64_t)mag);
+        continue;
+      }
+    }
+    int r = fl_ext_extract(st, kind, obj, k, &values[k], err, spec);
+    if (r < 0) return r;
+  }
+  return 0;
+}
+
 /* Loads the tensor door if torch is imported and it was not tried yet (once per process). */
 void fl_ext_door_load(fl_ext_state *st);
 /* Looks for torch_npu's task queue and installs it into the npu backend once found. */
@@ -176,9 +234,24 @@ int fl_ext_host_kernel_take(PyObject *obj, PyTypeObject *type, void **fn, fl_hos
 
 int fl_ext_add_plan_type(PyObject *module, fl_ext_state *st);
 /* Converts the positional arguments (before the submit boundary) and launches. Returns 0; -1 with
- * `err` filled (no Python exception); -2 with a Python exception set. */
-int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs, uint64_t stream,
-                       const int64_t *grid, fl_error *err);
+ * `err` filled (no Python exception); -2 with a Python exception set. Inline: the entry's path. */
+static FL_EXT_ALWAYS_INLINE int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs, uint64_t stream,
+                       const int64_t *grid, fl_error *err) {
+  fl_value stack_values[FL_EXT_STACK_VALUES];
+  fl_value *values = stack_values;
+  if (plan->args.nruntime > FL_EXT_STACK_VALUES) {
+    values = PyMem_Malloc(plan->args.nruntime * sizeof *values);
+    if (!values) {
+      PyErr_NoMemory();
+      return -2;
+    }
+  }
+  int rc = fl_ext_collect(plan->state, &plan->args, args, nargs, values, err);
+  if (rc == 0 && fl_launch(plan->plan, stream, values, plan->args.nruntime, grid, err) != FL_OK) rc = -1;
+  if (values != stack_values) PyMem_Free(values);
+  return rc;
+}
+
 
 int fl_ext_add_entry_type(PyObject *module, fl_ext_state *st);
 

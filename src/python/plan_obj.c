@@ -1,23 +1,6 @@
 /* plan_obj.c: the Plan type: a plan built once from a typed spec, launched through vectorcall. */
 #include "ext.h"
 
-int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs, uint64_t stream,
-                       const int64_t *grid, fl_error *err) {
-  fl_value stack_values[FL_EXT_STACK_VALUES];
-  fl_value *values = stack_values;
-  if (plan->args.nruntime > FL_EXT_STACK_VALUES) {
-    values = PyMem_Malloc(plan->args.nruntime * sizeof *values);
-    if (!values) {
-      PyErr_NoMemory();
-      return -2;
-    }
-  }
-  int rc = fl_ext_collect(plan->state, &plan->args, args, nargs, values, err);
-  if (rc == 0 && fl_launch(plan->plan, stream, values, plan->args.nruntime, grid, err) != FL_OK) rc = -1;
-  if (values != stack_values) PyMem_Free(values);
-  return rc;
-}
-
 /* plan(*args, stream=0, grid=None) */
 static PyObject *plan_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   fl_PlanObject *plan = (fl_PlanObject *)callable;

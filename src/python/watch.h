@@ -47,9 +47,11 @@ static inline int fl_ext_watch_changed(const fl_ext_watch *w) {
 #if FL_EXT_WATCHERS
   return w->epoch != fl_ext_watch_epoch;
 #else
-  uint64_t changed = 0;
-  for (Py_ssize_t i = 0; i < w->n; i++) changed |= fl_ext_dict_version(w->at[i]) ^ w->versions[i];
-  return changed != 0;
+  PyObject *const *at = w->at;
+  const uint64_t *versions = w->versions;
+  for (Py_ssize_t i = 0, n = w->n; i < n; i++) /* an early exit: a few dicts, never vectorized */
+    if (fl_ext_dict_version(at[i]) != versions[i]) return 1;
+  return 0;
 #endif
 }
 

@@ -98,8 +98,8 @@ def test_steady_state_allocates_nothing(kernels, stream, buf):
 
 
 def test_entry_follows_every_change_to_what_it_reads():
-    """The entry remembers its last lookups of a module flag and of the autotuner's launchers
-    while their dicts are unchanged (dict version tags on CPython 3.11 and 3.12): every change a
+    """The entry skips its lookups of a module flag and of the autotuner's launchers while their
+    dicts are unchanged (dict watchers on CPython 3.12+, version tags before): every change a
     caller can make is still seen on the next call."""
     import types
 
@@ -150,6 +150,14 @@ def test_entry_follows_every_change_to_what_it_reads():
         assert call() == "fast"
         mod.unrelated = 5  # another change to the module's dict: still fast
         assert call() == "fast"
+        mod.on = []  # false, but its truth can change in place: read on every call
+        assert call() == "fast"
+        mod.on.append(1)
+        assert call() == "flagged"
+        mod.on.clear()
+        assert call() == "fast"
+        mod.on = False
+        assert [call(), call()] == ["fast", "fast"]
 
         at.launchers.append(object())  # the list mutated in place: not the dict
         assert call() == "launcher_changed"
