@@ -62,8 +62,7 @@ def enable(*, backend: str = "cuda") -> None:
         had = "__getitem__" in cls.__dict__
         stock = cls.__getitem__
         _state["getitems"].append((cls, had, stock))
-        cls.__getitem__ = sub = _C.JitSubscript(stock, _attach)
-        sub.take_slot(cls)  # kernel[grid] calls it from the class's slot (CPython undoes this on reassignment)
+        cls.__getitem__ = _C.JitSubscript(stock, _attach)
     _state["enabled"] = True
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
