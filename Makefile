@@ -83,16 +83,17 @@ PYASAN := build/pyasan
 PY_FUZZ_CALLS ?= 1000000
 PY_FUZZ_QUICK_CALLS ?= 100000
 $(PYASAN)/stage/.built: $(VENV)/.deps $(SOURCES)
-	$(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dtensor_door=disabled -Dbuildtype=debug \
+	$(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dbuildtype=debug \
 	  -Db_sanitize=address,undefined -Db_lundef=false --reconfigure >/dev/null 2>&1 || \
-	  $(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dtensor_door=disabled -Dbuildtype=debug \
+	  $(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dbuildtype=debug \
 	  -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 	$(VENV)/bin/meson compile -C $(PYASAN) >/dev/null
 	rm -rf $(PYASAN)/stage && mkdir -p $(PYASAN)/stage/fastlaunch
 	cp python/fastlaunch/*.py $(PYASAN)/stage/fastlaunch/ && cp $(PYASAN)/src/python/_C*.so $(PYASAN)/stage/fastlaunch/
+	cp -r src/tensor $(PYASAN)/stage/fastlaunch/_tensor_src
 	touch $@
 
-PY_ASAN_RUN = PYTHONPATH=$(PYASAN)/stage PYTHONMALLOC=malloc \
+PY_ASAN_RUN = PYTHONPATH=$(PYASAN)/stage PYTHONMALLOC=malloc FASTLAUNCH_TENSOR_DOOR=0 \
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $(VPY)
 
@@ -111,7 +112,7 @@ fuzz-quick: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) $(PYASAN)/stage/.built
 # The JIT and Autotuner dispatchers under the same ASan+UBSan build (no tensor door there: the
 # dispatchers' other path), 3,000 random calls against Triton's own JIT on the stand-in driver.
 jit-sanitize: $(PYASAN)/stage/.built
-	@PYTHONPATH=$(PYASAN)/stage:tools PYTHONMALLOC=malloc \
+	@PYTHONPATH=$(PYASAN)/stage:tools PYTHONMALLOC=malloc FASTLAUNCH_TENSOR_DOOR=0 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  $(VPY) -m fldev.jit_fidelity 3000 5 > build/jit-sanitize.json 2> build/jit-sanitize.log || \

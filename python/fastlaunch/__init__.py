@@ -70,10 +70,8 @@ def report(file=None, *, as_dict: bool = False):
           "launches on the fast path"
           + (f" ({100.0 * total_fast / total:.1f}%)" if total else "")
           + (f"; {idle} bound call sites not called" if idle else ""), file=out)
-    from fastlaunch import _C
-
-    in_use, why = _C.tensor_door()
-    how = "read from torch's C++ object (fastlaunch._tensor)" if in_use else "data_ptr()"
+    in_use, why = tensor_reader()
+    how = "read from torch's C++ tensor (fastlaunch._tensor)" if in_use else "read through data_ptr()"
     print(f"  tensor arguments: {how}: {why}", file=out)
     from fastlaunch.bind import not_bound
 
@@ -99,6 +97,21 @@ def report(file=None, *, as_dict: bool = False):
             line += f" negative-cached[{r['negative']}]"
         print(line, file=out)
     return rows
+
+
+def tensor_reader():
+    """(in_use, why): whether tensor arguments are read from torch's C++ tensor (fastlaunch._tensor,
+    compiled at first use for the installed torch) or through data_ptr(), and why. Imports torch
+    when it is installed and not imported yet, so the answer is the one launches will get."""
+    from fastlaunch import _C
+
+    if "torch" not in sys.modules:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            return False, "torch is not installed"
+        import torch  # noqa: F401
+    return _C.tensor_door()
 
 
 def _report_jit(out):

@@ -168,6 +168,13 @@ Py_NO_INLINE int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, s
   return fail_extract(err, "int_expected", i, fl_kind_name(kind), obj);
 }
 
+/* The why of load()'s (module, why), or `otherwise`. */
+static const char *door_reason(PyObject *result, const char *otherwise) {
+  PyObject *why = PyTuple_GET_ITEM(result, 1);
+  const char *s = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : NULL;
+  return s ? s : otherwise;
+}
+
 void fl_ext_door_load(fl_ext_state *st) {
   /* Only once torch is imported: a tensor cannot exist before, and fastlaunch never imports it. */
   PyObject *name = PyUnicode_FromString("torch");
@@ -177,37 +184,43 @@ void fl_ext_door_load(fl_ext_state *st) {
     PyErr_Clear();
     return; /* tried again at the next tensor-like argument */
   }
+  /* Other threads use data_ptr() while the door is built (fastlaunch._door may run the compiler). */
   st->door_state = -1;
   const char *env = getenv("FASTLAUNCH_TENSOR_DOOR");
-  PyObject *mod = NULL, *capsule = NULL, *version = NULL;
+  PyObject *builder = NULL, *result = NULL, *capsule = NULL, *version = NULL;
   if (env && strcmp(env, "0") == 0) {
     snprintf(st->door_why, sizeof st->door_why, "switched off by FASTLAUNCH_TENSOR_DOOR=0");
-  } else if (!(mod = PyImport_ImportModule("fastlaunch._tensor"))) {
-    snprintf(st->door_why, sizeof st->door_why, "fastlaunch._tensor was not built (no torch headers at build time)");
-  } else if (!(capsule = PyObject_GetAttrString(mod, "door")) ||
+  } else if (!(builder = PyImport_ImportModule("fastlaunch._door")) ||
+             !(result = PyObject_CallMethod(builder, "load", NULL)) || !PyTuple_Check(result) ||
+             PyTuple_GET_SIZE(result) != 2) {
+    snprintf(st->door_why, sizeof st->door_why, "fastlaunch._door.load() failed");
+  } else if (PyTuple_GET_ITEM(result, 0) == Py_None) {
+    snprintf(st->door_why, sizeof st->door_why, "%s", door_reason(result, "not built"));
+  } else if (!(capsule = PyObject_GetAttrString(PyTuple_GET_ITEM(result, 0), "door")) ||
              !PyCapsule_IsValid(capsule, FL_TENSOR_DOOR_CAPSULE)) {
-    snprintf(st->door_why, sizeof st->door_why, "fastlaunch._tensor has no door");
+    snprintf(st->door_why, sizeof st->door_why, "fastlaunch._tensor has no door capsule");
   } else {
     const fl_tensor_door *door = PyCapsule_GetPointer(capsule, FL_TENSOR_DOOR_CAPSULE);
     version = PyObject_GetAttrString(torch, "__version__");
     const char *running = version && PyUnicode_Check(version) ? PyUnicode_AsUTF8(version) : NULL;
     if (door->version != FL_TENSOR_DOOR_VERSION) {
-      snprintf(st->door_why, sizeof st->door_why, "door version %u, expected %d", door->version,
-               FL_TENSOR_DOOR_VERSION);
+      snprintf(st->door_why, sizeof st->door_why, "its door is version %u, this fastlaunch reads version %d",
+               door->version, FL_TENSOR_DOOR_VERSION);
     } else if (!running || strcmp(running, door->torch_version) != 0) {
       /* torch's C++ objects are only read by the torch the door was compiled against. */
-      snprintf(st->door_why, sizeof st->door_why, "built against torch %.40s, running %.40s", door->torch_version,
-               running ? running : "?");
+      snprintf(st->door_why, sizeof st->door_why, "built for another torch (%.40s), running %.40s",
+               door->torch_version, running ? running : "?");
     } else {
       st->door = door;
       st->door_state = 1;
-      snprintf(st->door_why, sizeof st->door_why, "torch %.40s", running);
+      snprintf(st->door_why, sizeof st->door_why, "%s", door_reason(result, running));
     }
   }
   PyErr_Clear();
   Py_XDECREF(version);
   Py_XDECREF(capsule);
-  Py_XDECREF(mod);
+  Py_XDECREF(result);
+  Py_XDECREF(builder);
   Py_DECREF(torch);
 }
 

@@ -1,6 +1,7 @@
-"""The tensor door (fastlaunch._tensor, the one C++ file): plain tensors and Parameters read from
-torch's C++ object, everything else through data_ptr() as before, and the fallback when the door
-is absent, switched off, or built against another torch."""
+"""The tensor door (fastlaunch._tensor, compiled at first use for the imported torch by
+fastlaunch._door): plain tensors and Parameters read from torch's C++ object, everything else through
+data_ptr() as before, and the fallback, with its reason, when the door is switched off, cannot be
+built, does not load, or was built for another torch."""
 
 import os
 import subprocess
@@ -17,6 +18,8 @@ from fastlaunch import FastLaunchError, _C  # noqa: E402
 def door_or_skip():
     in_use, why = _C.tensor_door()
     if not in_use:
+        if os.environ.get("FASTLAUNCH_REQUIRE_REFERENCES") == "1":  # make test: a C++ compiler is there
+            pytest.fail(f"the tensor door is not in use: {why}")
         pytest.skip(f"the tensor door is not in use here: {why}")
 
 
@@ -86,13 +89,55 @@ print(_C.stream_count(s, "null"), *_C.tensor_door(), sep="|")
 """
 
 
-def test_fallback_when_switched_off_or_built_for_another_torch():
+def test_fallback_when_switched_off():
     off = run_child(CHILD.format(prelude=""), FASTLAUNCH_TENSOR_DOOR="0").strip().split("|")
     assert off == ["1", "False", "switched off by FASTLAUNCH_TENSOR_DOOR=0"]
-    other = run_child(CHILD.format(prelude="torch.__version__ = '0.0.0+other'")).strip().split("|")
-    built = _C.tensor_door()[1] != "fastlaunch._tensor was not built (no torch headers at build time)"
-    assert other[:2] == ["1", "False"]
-    assert other[2].endswith("running 0.0.0+other") if built else other[2] == _C.tensor_door()[1]
-    built = run_child("import fastlaunch._tensor as t; print(t.torch_version)") if _C.tensor_door()[0] else None
-    if built is not None:
-        assert built.strip() == torch.__version__
+
+
+# A torch that claims another version: its door is not in any cache, so each case below decides
+# what the first tensor finds (planted files, a missing or failing compiler) without compiling.
+OTHER = """
+import shutil, sys, torch
+from fastlaunch import _door
+torch.__version__ = "0.0.0+other"
+target = _door.path_for(torch)
+plant = sys.argv[1] if len(sys.argv) > 1 else ""
+if plant:
+    import os
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copy(plant, target) if os.path.exists(plant) else open(target, "w").write(plant)
+"""
+
+
+def other_torch(tmp_path, plant="", **env):
+    code = CHILD.format(prelude=OTHER)
+    proc = subprocess.run([sys.executable, "-c", code, plant], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, FASTLAUNCH_CACHE_DIR=str(tmp_path), **env),
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert proc.returncode == 0, proc.stderr
+    count, in_use, why = proc.stdout.strip().split("|")
+    assert count == "1" and in_use == "False"  # launched once, through data_ptr()
+    return why
+
+
+def test_the_door_is_built_at_first_use_and_says_why_when_it_cannot_be(tmp_path):
+    door_or_skip()
+    built = sys.modules["fastlaunch._tensor"]
+    assert built.torch_version == torch.__version__ and _C.tensor_door()[1].startswith(f"torch {torch.__version__}")
+    # A door built for another torch is never used.
+    why = other_torch(tmp_path, plant=built.__file__)
+    assert why == f"built for another torch ({torch.__version__}), running 0.0.0+other"
+    # No compiler, a compiler that fails (its log kept), a cached file that does not load.
+    assert other_torch(tmp_path / "a", CXX="/nonexistent/c++") == \
+        "not built: CXX=/nonexistent/c++ was not found; install one (g++ or clang++) or set CXX"
+    why = other_torch(tmp_path / "b", CXX="false")
+    assert why.startswith("not built: compiling it with false failed (exit 1: no output); full log: ")
+    assert os.path.exists(why.rsplit(": ", 1)[1])
+    why = other_torch(tmp_path / "c", plant="not an ELF file")
+    assert why.startswith("failed to load ") and "delete that file to build it again" in why
+
+
+def test_report_before_import_torch_says_what_launches_will_get():
+    door_or_skip()
+    out = run_child("import sys, fastlaunch\nfastlaunch.report()\nassert 'torch' in sys.modules")
+    assert f"tensor arguments: read from torch's C++ tensor (fastlaunch._tensor): torch {torch.__version__}" in out
