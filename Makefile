@@ -10,7 +10,7 @@ ASAN := build/sanitize
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
-.PHONY: all test test-versions bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean
+.PHONY: all test test-versions check-install bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean
 
 all: $(VENV)/.installed
 
@@ -121,11 +121,20 @@ jit-sanitize: $(PYASAN)/stage/.built
 
 test: ctest ctest-sanitize ctest-tsan fuzz-quick jit-sanitize pytest
 
-# The Python suite on every supported torch (2.9 to 2.15, each with the Triton it requires) on
-# Python 3.11 and 3.12: venvs built once with uv and cached under ~/.cache/fastlaunch/versions
-# (several GB, CUDA builds of torch), never part of `make test`. Prints a table; fails if any pair does.
+# The Python suite on Python 3.10 to 3.13, each with its oldest and newest torch (3.13 with 2.13 to
+# 2.15; `VERSIONS_ARGS=--all` for every pair), each torch with the Triton it requires: venvs built once
+# with uv and cached under ~/.cache/fastlaunch/versions (several GB, CUDA builds of torch), never part
+# of `make test`. Writes docs/versions.md (the tensor door and instructions per launch per row); fails
+# if any pair does.
+VERSIONS_ARGS ?= --keep-going --markdown docs/versions.md
 test-versions:
 	$(PYTHON) tools/test-versions $(VERSIONS_ARGS)
+
+# fastlaunch as a user installs it: sdist and wheel (python -m build, twine check, auditwheel repair),
+# then pip install of a fresh clone and of the wheel into a venv with torch 2.15.0 (cached under
+# ~/.cache/fastlaunch/install-check), each followed by a launch with tensors. Writes docs/install.md.
+check-install:
+	$(PYTHON) tools/check-install --markdown docs/install.md
 
 # The main job: the C benchmark of a planned launch against deriving the layout per call, then
 # every launch path from Python side by side, on the host backend and on the null backend.
