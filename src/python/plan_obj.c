@@ -168,9 +168,15 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
     d.grid_mode = FL_GRID_STATIC;
   } else if (exprs_obj != Py_None) {
-    if (fl_ext_parse_strings(exprs_obj, "grid_exprs", 3, &exprs, &exprs_keep) < 0) goto error;
+    /* One to three expressions, as grid= takes one to three ints: missing dimensions are 1. */
+    if (fl_ext_parse_strings(exprs_obj, "grid_exprs", 0, &exprs, &exprs_keep) < 0) goto error;
+    Py_ssize_t nexprs = PyTuple_GET_SIZE(exprs_keep);
+    if (nexprs < 1 || nexprs > 3) {
+      PyErr_Format(PyExc_ValueError, "grid_exprs: expected 1 to 3 expressions (x, y, z), got %zd", nexprs);
+      goto error;
+    }
     d.grid_mode = FL_GRID_PROGRAM;
-    for (int i = 0; i < 3; i++) d.grid_exprs[i] = exprs[i];
+    for (Py_ssize_t i = 0; i < 3; i++) d.grid_exprs[i] = i < nexprs ? exprs[i] : "1";
   } else {
     d.grid_mode = FL_GRID_CALLER;
   }
