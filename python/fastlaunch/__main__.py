@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from typing import Callable, Dict, Optional, Sequence, Tuple
@@ -85,18 +86,18 @@ def _cmd_layout(args: argparse.Namespace) -> int:
                                      ("scratch", args.scratch), ("hidden_ptrs", args.hidden_ptrs)) if v}
         result = layout(args.abi, list(args.kinds), **options)
     except ValueError as exc:
-        raise _UsageError(_name_layout_argument(str(exc), args)) from None
+        raise _UsageError(_name_layout_argument(exc, args)) from None
     print(json.dumps(result, indent=args.indent))
     return 0
 
 
-def _name_layout_argument(message: str, args: argparse.Namespace) -> str:
+def _name_layout_argument(exc: ValueError, args: argparse.Namespace) -> str:
     """Turns a ValueError of fastlaunch.layout into a message naming the command-line argument."""
-    m = re.match(r"kinds\[(\d+)\]:\s*(.*)", message)
-    if m:
-        index = int(m.group(1))
+    message = str(exc)
+    index = getattr(exc, "index", None)  # a kind's error carries the entry's index
+    if index is not None and getattr(exc, "reason", "").startswith("kinds["):
         text = args.kinds[index] if index < len(args.kinds) else "?"
-        return f"argument KIND #{index + 1} ({text!r}): {m.group(2)}"
+        return f"argument KIND #{index + 1} ({text!r}): {message.split(': ', 1)[-1]}"
     if message.startswith("abi:"):
         return f"argument --abi: {message[4:].strip()}"
     for option, flag in _OPTION_FLAGS:
@@ -136,6 +137,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except _UsageError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (`... | head`): as other command-line tools, stop quietly. stdout is
+        # pointed at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

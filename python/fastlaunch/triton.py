@@ -153,8 +153,8 @@ def abi_from_signature(signature, constants, arg_names):
     try:
         kinds = _C.kinds(types)
     except FastLaunchPlanUnavailable as exc:
-        # Name the argument, as the other refusals do: "kinds[i]: kind_unknown:x" -> its name.
-        i = int(exc.reason[6:exc.reason.index("]")]) if exc.reason.startswith("kinds[") else None
+        # Name the argument, as the other refusals do: the entry's index -> its name.
+        i = exc.index
         raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{names[i] if i is not None else '?'}:"
                                         f"{types[i] if i is not None else exc.reason}") from None
     return names, kinds, positions, folded

@@ -360,7 +360,11 @@ int fl_ext_parse_kinds(fl_ext_state *st, PyObject *seq, bool refusal, fl_kind **
     }
     /* A kind no plan can take: for a plan, a refusal (stable) naming the argument. */
     if (refusal) fl_ext_raise_reason_unavailable(st, "kinds[%zd]: %.120s", i, err.reason);
-    else PyErr_Format(PyExc_ValueError, "kinds[%zd]: %s", i, err.reason);
+    else {
+      char reason[FL_REASON_MAX + 32];
+      snprintf(reason, sizeof reason, "kinds[%zd]: %s", i, err.reason);
+      fl_ext_raise_as(PyExc_ValueError, reason);
+    }
     goto error;
   }
   Py_DECREF(fast);

@@ -11,6 +11,8 @@ fl_ext_state *fl_ext_state_from_type(PyTypeObject *type) {
 
 /* ---- errors ---- */
 
+static int set_reason_attrs(PyObject *exc, PyObject *reason, const char *code, long index, const char *name);
+
 /* __init__(self, reason, *, backend_submitted=False, stable=...) for both error types; the
  * default of `stable` comes from the class attribute _default_stable. */
 static PyObject *error_init(PyObject *unused, PyObject *args, PyObject *kwds) {
@@ -34,7 +36,12 @@ static PyObject *error_init(PyObject *unused, PyObject *args, PyObject *kwds) {
   int is_stable = PyObject_IsTrue(stable), is_submitted = PyObject_IsTrue(submitted);
   Py_DECREF(stable);
   if (is_stable < 0 || is_submitted < 0) return NULL;
-  if (PyObject_SetAttrString(self, "reason", reason) < 0 ||
+  /* Raised from Python with a code: code is its first part; index and name unknown. */
+  const char *text = PyUnicode_Check(reason) ? PyUnicode_AsUTF8(reason) : NULL;
+  if (!text) PyErr_Clear();
+  char code[48] = "";
+  if (text) snprintf(code, sizeof code, "%.*s", (int)strcspn(text, ":"), text);
+  if (set_reason_attrs(self, reason, code, -1, NULL) < 0 ||
       PyObject_SetAttrString(self, "backend_submitted", is_submitted ? Py_True : Py_False) < 0 ||
       PyObject_SetAttrString(self, "stable", is_stable ? Py_True : Py_False) < 0)
     return NULL;
@@ -65,7 +72,8 @@ done:
 int fl_ext_add_errors(PyObject *module, fl_ext_state *st) {
   st->error_type = make_error_type(
       "fastlaunch._C.FastLaunchError",
-      "A launch through fastlaunch failed.\n\nreason: a short stable code; backend_submitted: the launch may have "
+      "A launch through fastlaunch failed.\n\nreason: a short stable code (code: its first part; index and name: the "
+      "argument it is about, or None); backend_submitted: the launch may have "
       "been submitted (never retry it); stable: the same launcher would fail the same way again.",
       false);
   if (!st->error_type) return -1;
@@ -78,37 +86,75 @@ int fl_ext_add_errors(PyObject *module, fl_ext_state *st) {
   return 0;
 }
 
-static PyObject *raise_typed(PyObject *type, const char *reason, bool submitted, bool stable) {
+/* Sets reason (the stable code), code, index and name on an error. */
+static int set_reason_attrs(PyObject *exc, PyObject *reason, const char *code, long index, const char *name) {
+  PyObject *code_obj = PyUnicode_DecodeUTF8(code, (Py_ssize_t)strlen(code), "replace");
+  PyObject *index_obj = index >= 0 ? PyLong_FromLong(index) : Py_NewRef(Py_None);
+  PyObject *name_obj = name ? PyUnicode_FromString(name) : Py_NewRef(Py_None);
+  int r = code_obj && index_obj && name_obj && PyObject_SetAttrString(exc, "reason", reason) == 0 &&
+                  PyObject_SetAttrString(exc, "code", code_obj) == 0 &&
+                  PyObject_SetAttrString(exc, "index", index_obj) == 0 &&
+                  PyObject_SetAttrString(exc, "name", name_obj) == 0
+              ? 0
+              : -1;
+  Py_XDECREF(code_obj);
+  Py_XDECREF(index_obj);
+  Py_XDECREF(name_obj);
+  return r;
+}
+
+static PyObject *raise_typed(PyObject *type, const char *reason, bool submitted, bool stable, PyObject *names) {
   /* Reasons are cut at a byte count and may end inside a character: decode leniently, so the
    * error raised is always this one (a UnicodeDecodeError would lose backend_submitted). */
-  PyObject *text = PyUnicode_DecodeUTF8(reason, (Py_ssize_t)strlen(reason), "replace");
-  if (!text) return NULL;
-  PyObject *exc = PyObject_CallOneArg(type, text);
-  Py_DECREF(text);
-  if (!exc) return NULL;
-  if (PyObject_SetAttrString(exc, "backend_submitted", submitted ? Py_True : Py_False) < 0 ||
+  fl_ext_described d;
+  fl_ext_describe(reason, names, &d);
+  PyObject *text = PyUnicode_DecodeUTF8(d.message, (Py_ssize_t)strlen(d.message), "replace");
+  PyObject *code = PyUnicode_DecodeUTF8(reason, (Py_ssize_t)strlen(reason), "replace");
+  PyObject *exc = text && code ? PyObject_CallOneArg(type, text) : NULL;
+  Py_XDECREF(text);
+  if (!exc || set_reason_attrs(exc, code, d.code, d.index, d.name) < 0 ||
+      PyObject_SetAttrString(exc, "backend_submitted", submitted ? Py_True : Py_False) < 0 ||
       PyObject_SetAttrString(exc, "stable", stable ? Py_True : Py_False) < 0) {
-    Py_DECREF(exc);
+    Py_XDECREF(code);
+    Py_XDECREF(exc);
     return NULL;
   }
+  Py_DECREF(code);
   PyErr_SetObject(type, exc);
   Py_DECREF(exc);
   return NULL;
 }
 
+PyObject *fl_ext_raise_as(PyObject *type, const char *reason) {
+  fl_ext_described d;
+  fl_ext_describe(reason, NULL, &d);
+  PyObject *text = PyUnicode_DecodeUTF8(d.message, (Py_ssize_t)strlen(d.message), "replace");
+  PyObject *code = PyUnicode_DecodeUTF8(reason, (Py_ssize_t)strlen(reason), "replace");
+  PyObject *exc = text && code ? PyObject_CallOneArg(type, text) : NULL;
+  if (exc && set_reason_attrs(exc, code, d.code, d.index, d.name) == 0) PyErr_SetObject(type, exc);
+  Py_XDECREF(exc);
+  Py_XDECREF(text);
+  Py_XDECREF(code);
+  return NULL;
+}
+
+PyObject *fl_ext_raise_named(fl_ext_state *st, const fl_error *err, PyObject *names) {
+  return raise_typed(st->error_type, err->reason, err->backend_submitted, err->stable, names);
+}
+
 PyObject *fl_ext_raise(fl_ext_state *st, const fl_error *err) {
-  return raise_typed(st->error_type, err->reason, err->backend_submitted, err->stable);
+  return raise_typed(st->error_type, err->reason, err->backend_submitted, err->stable, NULL);
 }
 
 PyObject *fl_ext_raise_unavailable(fl_ext_state *st, const fl_error *err) {
-  return raise_typed(st->unavailable_type, err->reason, false, err->stable);
+  return raise_typed(st->unavailable_type, err->reason, false, err->stable, NULL);
 }
 
 /* Raises `type` with a reason formatted here (never submitted). */
 static PyObject *raise_formatted(PyObject *type, bool stable, const char *fmt, va_list ap) {
   char reason[FL_REASON_MAX];
   vsnprintf(reason, sizeof reason, fmt, ap);
-  return raise_typed(type, reason, false, stable);
+  return raise_typed(type, reason, false, stable, NULL);
 }
 
 PyObject *fl_ext_raise_reason(fl_ext_state *st, bool stable, const char *fmt, ...) {

@@ -109,6 +109,20 @@ static inline int fl_ext_u64_of(PyObject *obj, uint64_t *out) {
 fl_ext_state *fl_ext_state_from_type(PyTypeObject *type);
 int fl_ext_add_errors(PyObject *module, fl_ext_state *st);
 /* Raises FastLaunchError from an fl_error (reason, backend_submitted, stable). Returns NULL. */
+/* A reason code read for people (messages.c): its code, the argument's index and name when it
+ * names one (-1 / NULL otherwise), and the sentence, ending in the code in brackets. */
+typedef struct fl_ext_described {
+  char code[48];
+  long index;
+  const char *name; /* borrowed from the names tuple */
+  char message[FL_REASON_MAX + 400];
+} fl_ext_described;
+void fl_ext_describe(const char *reason, PyObject *names, fl_ext_described *d);
+/* Raises `type` (a ValueError, say) with the sentence for `reason` and reason, code, index and name
+ * set on it as on fastlaunch's own errors. */
+PyObject *fl_ext_raise_as(PyObject *type, const char *reason);
+/* fl_ext_raise with the plan's argument names (a tuple, or NULL) for the message. */
+PyObject *fl_ext_raise_named(fl_ext_state *st, const fl_error *err, PyObject *names);
 PyObject *fl_ext_raise(fl_ext_state *st, const fl_error *err);
 /* Raises FastLaunchError with a reason made here (not submitted). Returns NULL. */
 PyObject *fl_ext_raise_reason(fl_ext_state *st, bool stable, const char *fmt, ...);
@@ -224,6 +238,7 @@ typedef struct {
   fl_ext_state *state;  /* borrowed: the module outlives its types' instances through the type */
   PyObject *owner;      /* keeps the kernel's owner (a CompiledKernel, a HostKernel) alive */
   PyObject *name;
+  PyObject *arg_names; /* the tuple of arg_names, for messages, or NULL */
   fl_ext_args args;
 } fl_PlanObject;
 

@@ -29,7 +29,7 @@ static PyObject *plan_vectorcall(PyObject *callable, PyObject *const *args, size
   }
   int rc = fl_ext_plan_launch(plan, args, nargs, stream, grid, &err);
   if (rc == -2) return NULL;
-  if (rc < 0) return fl_ext_raise(st, &err);
+  if (rc < 0) return fl_ext_raise_named(st, &err, plan->arg_names);
   Py_RETURN_NONE;
 }
 
@@ -202,6 +202,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->state = st;
   self->owner = Py_NewRef(owner);
   self->name = PyUnicode_FromString(fl_plan_name(plan));
+  self->arg_names = Py_XNewRef(names_keep);
   self->args.nruntime = self->args.ncall = fl_plan_runtime_arg_count(plan);
   self->args.kinds = kinds; /* the object keeps the parsed array */
   /* FASTLAUNCH_SKIP_DEVICE_CHECK=1: host tensors stand in for device memory (CUDA plans against the
@@ -231,6 +232,7 @@ static void plan_dealloc(fl_PlanObject *self) {
   PyObject_GC_UnTrack(self);
   Py_CLEAR(self->owner);
   Py_CLEAR(self->name);
+  Py_CLEAR(self->arg_names);
   PyMem_Free((void *)self->args.kinds);
   PyMem_Free(self->args.argmap);
   if (self->plan) fl_plan_release(self->plan);
@@ -344,7 +346,7 @@ static PyObject *plan_resolve_grid(fl_PlanObject *self, PyObject *const *args, P
   int r = fl_ext_collect(self->state, &self->args, args, (size_t)nargs, values, &err);
   if (r == 0 && fl_plan_resolve_grid(self->plan, values, self->args.nruntime, NULL, g, &err) != FL_OK) r = -1;
   if (r == 0) result = Py_BuildValue("(III)", g[0], g[1], g[2]);
-  else if (r == -1) fl_ext_raise(self->state, &err);
+  else if (r == -1) fl_ext_raise_named(self->state, &err, self->arg_names);
   if (values != stack_values) PyMem_Free(values);
   return result;
 }
