@@ -8,7 +8,6 @@ backend's streams and kernels (fastlaunch.host), adapters for Triton and Inducto
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 from fastlaunch._C import (  # noqa: F401
@@ -20,19 +19,22 @@ from fastlaunch._C import (  # noqa: F401
     layout,
 )
 
-__all__ = ["FastLaunchError", "FastLaunchPlanUnavailable", "FinalizedLaunch", "HostKernel", "Plan", "layout",
-           "report"]
+__all__ = ["FastLaunchError", "FastLaunchPlanUnavailable", "FinalizedLaunch", "HostKernel", "Plan", "config",
+           "layout", "report", "tensor_reader"]
 __version__ = "0.1.0"
 
+from fastlaunch import config  # noqa: E402  (every FASTLAUNCH_* variable, read in one place)
+
+_config = config.read()
 _log = logging.getLogger("fastlaunch")
-if os.environ.get("FASTLAUNCH_LOG", "").strip().lower() in ("1", "true", "yes", "on"):
+if _config.log:
     _handler = logging.StreamHandler(sys.stderr)
     _handler.setFormatter(logging.Formatter("%(message)s"))
     _log.addHandler(_handler)
     _log.setLevel(logging.DEBUG)
 
 
-if os.environ.get("FASTLAUNCH_TRITON", "").strip().lower() in ("1", "true", "yes", "on"):
+if _config.triton:
     try:
         from fastlaunch import triton_jit as _triton_jit
 
@@ -41,7 +43,7 @@ if os.environ.get("FASTLAUNCH_TRITON", "").strip().lower() in ("1", "true", "yes
         _log.warning("fastlaunch: FASTLAUNCH_TRITON is set but Triton is unavailable: %s", _exc)
 
 
-if os.environ.get("FASTLAUNCH_INDUCTOR", "").strip().lower() in ("1", "true", "yes", "on"):
+if _config.inductor:
     try:
         from fastlaunch import inductor as _inductor
 
@@ -70,6 +72,9 @@ def report(file=None, *, as_dict: bool = False):
           "launches on the fast path"
           + (f" ({100.0 * total_fast / total:.1f}%)" if total else "")
           + (f"; {idle} bound call sites not called" if idle else ""), file=out)
+    if not rows and not idle:
+        print("  (none: call sites are the Triton kernels torch.compile generates for a GPU or an NPU once "
+              "fastlaunch.inductor.enable() is on; on a CPU, Inductor generates C++, with nothing to bind)", file=out)
     in_use, why = tensor_reader()
     how = "read from torch's C++ tensor (fastlaunch._tensor)" if in_use else "read through data_ptr()"
     print(f"  tensor arguments: {how}: {why}", file=out)

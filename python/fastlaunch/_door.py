@@ -39,9 +39,9 @@ def source_dir() -> str:
 def cache_dirs() -> list:
     """FASTLAUNCH_CACHE_DIR first when set, then the user's cache: a door built once for a torch is
     found from either."""
-    user = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                        "fastlaunch")
-    dirs = [os.environ.get("FASTLAUNCH_CACHE_DIR") or user, user]
+    from fastlaunch import config
+
+    dirs = [config.read().cache_dir, config._default_cache_dir()]
     return [os.path.join(d, "tensor") for d in dict.fromkeys(dirs)]
 
 

@@ -65,8 +65,9 @@ _compile_lock = threading.Lock()
 
 
 def cache_dir() -> str:
-    d = os.environ.get("FASTLAUNCH_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "fastlaunch")
+    from fastlaunch import config
+
+    d = config.read().cache_dir
     os.makedirs(d, exist_ok=True)
     return d
 

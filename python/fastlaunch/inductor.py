@@ -19,6 +19,7 @@ backend), unless torch_npu's own fast launch owns their call slots.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import functools
 import logging
@@ -444,7 +445,7 @@ def _device_type(autotuner):
 
 def _bind_new(autotuner):
     state = _state
-    if state:
+    if state and (state["everywhere"] or state["scopes"]):
         adapter = state["npu_adapter"] if _device_type(autotuner) == "npu" else state["adapter"]
         b = bind(autotuner, adapter)
         if b is not None:
@@ -455,53 +456,77 @@ def enable(adapter: InductorAdapter | None = None, npu_adapter: "NpuInductorAdap
     """From now on, every CachingAutotuner Inductor creates or unpickles gets a bound launch in its
     call slot: torch's own, and torch_npu's (they subclass it and run its __init__; they are told
     apart by their device type and served by `npu_adapter`)."""
+    with _lock:
+        _install(adapter, npu_adapter)
+        _state["everywhere"] = True
+    log.info("fastlaunch: Inductor integration enabled")
+
+
+@contextlib.contextmanager
+def scope(adapter: InductorAdapter | None = None, npu_adapter: "NpuInductorAdapter | None" = None):
+    """`with fastlaunch.inductor.scope(): ...`: binds the autotuners Inductor creates (or unpickles)
+    while the block runs, in any thread, and only those: torch.compile compiles at a function's first
+    call, so that call belongs inside the block. What was bound stays bound after it; `disable()`
+    unbinds everything."""
+    with _lock:
+        _install(adapter, npu_adapter)
+        _state["scopes"] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            if _state:
+                _state["scopes"] -= 1
+
+
+def _install(adapter, npu_adapter) -> None:
+    """Wraps CachingAutotuner's __init__ and pickling once (under _lock); they bind a new autotuner
+    while enable() is on or a scope() is open."""
     from torch._inductor.runtime import triton_heuristics as th
 
-    with _lock:
-        if _state:
-            _state["adapter"] = adapter or _state["adapter"]
-            _state["npu_adapter"] = npu_adapter or _state["npu_adapter"]
-            return
-        cls = th.CachingAutotuner
-        original_init = cls.__dict__["__init__"]
-        original_getstate = cls.__dict__.get("__getstate__")
-        original_setstate = cls.__dict__.get("__setstate__")
-        _state.update(cls=cls, init=original_init, getstate=original_getstate, setstate=original_setstate,
-                      adapter=adapter or InductorAdapter(), npu_adapter=npu_adapter or NpuInductorAdapter(),
-                      bound=weakref.WeakSet())
+    if _state:
+        _state["adapter"] = adapter or _state["adapter"]
+        _state["npu_adapter"] = npu_adapter or _state["npu_adapter"]
+        return
+    cls = th.CachingAutotuner
+    original_init = cls.__dict__["__init__"]
+    original_getstate = cls.__dict__.get("__getstate__")
+    original_setstate = cls.__dict__.get("__setstate__")
+    _state.update(cls=cls, init=original_init, getstate=original_getstate, setstate=original_setstate,
+                  adapter=adapter or InductorAdapter(), npu_adapter=npu_adapter or NpuInductorAdapter(),
+                  bound=weakref.WeakSet(), everywhere=False, scopes=0)
 
-        @functools.wraps(original_init)
-        def __init__(self, *args, **kwargs):
-            original_init(self, *args, **kwargs)
-            _bind_new(self)
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        _bind_new(self)
 
-        def __getstate__(self):
-            # The slot is runtime state: pickled autotuners leave it behind.
-            slot = vars(self).get("run")
-            saved = vars(self).pop("run") if isinstance(slot, (BoundLaunch, FinalizedLaunch)) else None
-            try:
-                if original_getstate is not None:
-                    return original_getstate(self)
-                return dict(vars(self))
-            finally:
-                if saved is not None:
-                    vars(self)["run"] = saved
+    def __getstate__(self):
+        # The slot is runtime state: pickled autotuners leave it behind.
+        slot = vars(self).get("run")
+        saved = vars(self).pop("run") if isinstance(slot, (BoundLaunch, FinalizedLaunch)) else None
+        try:
+            if original_getstate is not None:
+                return original_getstate(self)
+            return dict(vars(self))
+        finally:
+            if saved is not None:
+                vars(self)["run"] = saved
 
-        def __setstate__(self, state):
-            # An autotuner compiled in a worker process (or kept by the FX graph cache) arrives
-            # here, never through __init__.
-            if original_setstate is not None:
-                original_setstate(self, state)
-            else:
-                vars(self).update(state)
-            _bind_new(self)
+    def __setstate__(self, state):
+        # An autotuner compiled in a worker process (or kept by the FX graph cache) arrives
+        # here, never through __init__.
+        if original_setstate is not None:
+            original_setstate(self, state)
+        else:
+            vars(self).update(state)
+        _bind_new(self)
 
-        __init__._fastlaunch = True
-        __setstate__._fastlaunch = True
-        cls.__init__ = __init__
-        cls.__getstate__ = __getstate__
-        cls.__setstate__ = __setstate__
-    log.info("fastlaunch: Inductor integration enabled")
+    __init__._fastlaunch = True
+    __setstate__._fastlaunch = True
+    cls.__init__ = __init__
+    cls.__getstate__ = __getstate__
+    cls.__setstate__ = __setstate__
 
 
 def disable() -> None:
@@ -523,4 +548,5 @@ def disable() -> None:
 
 
 def enabled() -> bool:
-    return bool(_state)
+    """Whether enable() is on (a scope() alone does not count)."""
+    return bool(_state) and _state["everywhere"]

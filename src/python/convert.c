@@ -2,6 +2,7 @@
  * the submit boundary, creating no object for ints, floats and None), streams, grids, kinds,
  * strings, fixed values, targets and layouts. */
 #include "ext.h"
+#include <strings.h>
 
 /* ---- extraction: Python object -> fl_value, no object created for ints, floats, None ---- */
 
@@ -186,10 +187,11 @@ void fl_ext_door_load(fl_ext_state *st) {
   }
   /* Other threads use data_ptr() while the door is built (fastlaunch._door may run the compiler). */
   st->door_state = -1;
-  const char *env = getenv("FASTLAUNCH_TENSOR_DOOR");
+  const char *env = getenv("FASTLAUNCH_TENSOR_DOOR"); /* a switch, as fastlaunch.config reads it */
   PyObject *builder = NULL, *result = NULL, *capsule = NULL, *version = NULL;
-  if (env && strcmp(env, "0") == 0) {
-    snprintf(st->door_why, sizeof st->door_why, "switched off by FASTLAUNCH_TENSOR_DOOR=0");
+  if (env && (strcmp(env, "0") == 0 || strcasecmp(env, "false") == 0 || strcasecmp(env, "no") == 0 ||
+              strcasecmp(env, "off") == 0)) {
+    snprintf(st->door_why, sizeof st->door_why, "switched off by FASTLAUNCH_TENSOR_DOOR=%.8s", env);
   } else if (!(builder = PyImport_ImportModule("fastlaunch._door")) ||
              !(result = PyObject_CallMethod(builder, "load", NULL)) || !PyTuple_Check(result) ||
              PyTuple_GET_SIZE(result) != 2) {

@@ -307,6 +307,31 @@ def test_disable_leaves_no_trace(host_kernels):
     s.close()
 
 
+def test_scope_binds_only_the_autotuners_created_inside_it(host_kernels):
+    adapter = inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels))
+    before = make_autotuner(host_kernels, name="before_scope")
+    with inductor.scope(adapter):
+        inside = make_autotuner(host_kernels, name="inside_scope")
+        assert not inductor.enabled()  # a scope is not enable()
+    after = make_autotuner(host_kernels, name="after_scope")
+    assert "run" not in vars(before) and "run" not in vars(after)
+    assert isinstance(vars(inside)["run"], fastlaunch.bind.BoundLaunch)
+    s = host.Stream()
+    x, out = tensors(300)
+    for _ in range(3):
+        inside.run(x, out, 300, stream=s.handle)  # still bound after the block
+    s.synchronize()
+    assert torch.equal(out, x + 1)
+    row = site_row("inside_scope")
+    assert (row["fast"], row["stock"]) == (2, 1)
+    # An exception leaves the block as well; the next autotuner is not bound.
+    with pytest.raises(KeyError):
+        with inductor.scope(adapter):
+            raise KeyError("x")
+    assert "run" not in vars(make_autotuner(host_kernels, name="after_error"))
+    s.close()
+
+
 def test_pickling_leaves_the_slot_behind(host_kernels):
     inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
     at = make_autotuner(host_kernels)

@@ -1,6 +1,7 @@
-"""``PYTHONPATH=tools python -m fldev.readme``: the README's benchmark section, written from the
-bench JSON of a run (docs/bench.json, and docs/bench_int.json when present), every stated target
-printed as met or missed. Nothing in that section is typed by hand.
+"""``PYTHONPATH=tools python -m fldev.readme``: docs/bench.md (every table of a bench run, every
+stated target printed as met or missed) and the README's short benchmark section, both written from
+the bench JSON of a run (docs/bench.json, and docs/bench_int.json when present). Nothing in either
+is typed by hand.
 """
 
 from __future__ import annotations
@@ -139,11 +140,49 @@ def section(bench_json, int_json=None) -> str:
     return "\n".join(lines)
 
 
+SHORT = ("inductor-stock", "fastlaunch-dyngrid", "triton-jit", "fastlaunch-jit", "triton-autotune",
+         "fastlaunch-autotune")
+NAMES = {"inductor-stock": "torch.compile's kernels, torch's default launch path",
+         "fastlaunch-dyngrid": "the same, with `fastlaunch.inductor.enable()`",
+         "triton-jit": "`kernel[grid](...)`, Triton's own JIT",
+         "fastlaunch-jit": "the same, with `fastlaunch.triton.enable()`",
+         "triton-autotune": "an autotuned kernel, Triton's Autotuner",
+         "fastlaunch-autotune": "the same, with `fastlaunch.triton.enable()`"}
+
+
+def short(bench_json) -> str:
+    """The README's section: one call shape, the paths users compare, the targets' count."""
+    data, table = _load(bench_json)
+    backends = [b for b in dict.fromkeys(k[0] for k in table) if b != "c"]
+    cases = [c for c in dict.fromkeys(k[1] for k in table) if c != "per tensor"]
+    case = "2 tensors + 1 int"
+    targets = _targets(table, backends, cases)
+    met = sum(1 for _, m in targets if m)
+    lines = [START, "", f"One run of the benchmark ({data.get('time', '?')}, Python {data.get('python', '?')}, torch "
+             f"{data.get('torch', '?')}, Triton over a stand-in CUDA driver that launches nothing, on this project's "
+             f"2-core shared machine; no GPU): the cost of one launch of a kernel taking {case}, from Python to the "
+             "driver call.", "", "| path | ns per launch (median) | instructions per launch |", "|---|---|---|"]
+    for mode in SHORT:
+        r = table.get(("cuda-stub", case, mode))
+        if r:
+            ins = f"{r['instructions']:,.0f}" if r.get("instructions") else "-"
+            lines.append(f"| {NAMES[mode]} | {r['ns_median']:,.0f} | {ins} |")
+    lines += ["", f"{met} of {len(targets)} stated targets met in that run; every table, every target and what "
+              "each column measures: [docs/bench.md](docs/bench.md).", "", "![cost per launch](docs/bench.png)", "",
+              END]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     bench_json = argv[0] if argv else os.path.join(ROOT, "docs", "bench.json")
     int_json = argv[1] if len(argv) > 1 else os.path.join(ROOT, "docs", "bench_int.json")
     text = section(bench_json, int_json)
+    with open(os.path.join(ROOT, "docs", "bench.md.in")) as f:
+        page = f.read()
+    with open(os.path.join(ROOT, "docs", "bench.md"), "w") as f:
+        f.write(page.replace("@BENCH@", text))
+    text = short(bench_json)
     readme = os.path.join(ROOT, "README.md")
     with open(readme) as f:
         body = f.read()

@@ -1,0 +1,129 @@
+"""fastlaunch.config: every FASTLAUNCH_* environment variable, in one table, read in one place.
+
+`read()` returns a Config from the environment (the process's, or a mapping given); bad values and
+unknown FASTLAUNCH_* names are warned about by name and ignored. The C library reads the variables
+its backends need itself when a backend first loads (the library paths, the CUDA parameter mode,
+the tensor door's switch); they are listed here with the same meaning, and `read()` checks them too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    kind: str  # "switch" (1/true/yes/on or 0/false/no/off), "path", or "choice:a|b"
+    default: str
+    read_by: str
+    meaning: str
+
+
+VARIABLES = (
+    Variable("FASTLAUNCH_INDUCTOR", "switch", "off", "import fastlaunch",
+             "Calls `fastlaunch.inductor.enable()` at import: torch.compile's Triton kernels launch through fastlaunch."),
+    Variable("FASTLAUNCH_TRITON", "switch", "off", "import fastlaunch",
+             "Calls `fastlaunch.triton.enable()` at import: every `@triton.jit` kernel's `kernel[grid](...)` goes "
+             "through fastlaunch's C dispatcher."),
+    Variable("FASTLAUNCH_LOG", "switch", "off", "import fastlaunch",
+             "Logs promotions, refusals and the tensor door's build to stderr (the `fastlaunch` logger)."),
+    Variable("FASTLAUNCH_CACHE_DIR", "path", "~/.cache/fastlaunch", "fastlaunch.host, the tensor door",
+             "Where compiled host kernels and the tensor door (per torch build) are cached; a door already built "
+             "in ~/.cache/fastlaunch is found from here too."),
+    Variable("FASTLAUNCH_TENSOR_DOOR", "switch", "on", "the C extension, at the first tensor",
+             "0 reads every tensor through `data_ptr()` instead of torch's C++ tensor (no C++ compiler is run)."),
+    Variable("FASTLAUNCH_LIBCUDA", "path", "libcuda.so.1", "the cuda backend, when it first loads",
+             "The CUDA driver library to open instead of the system's."),
+    Variable("FASTLAUNCH_CUDA_PARAMS", "choice:array|packed", "packed", "the cuda backend, when it first loads",
+             "`array` passes kernel arguments to cuLaunchKernel as an array of pointers instead of one packed buffer."),
+    Variable("FASTLAUNCH_LIBASCENDCL", "path", "libascendcl.so", "the npu backend, when it first loads",
+             "The Ascend ACL library to open instead of the system's."),
+    Variable("FASTLAUNCH_LIBRUNTIME", "path", "libruntime.so", "the npu backend, when it first loads",
+             "The Ascend runtime library (rtKernelLaunch) to open instead of the system's."),
+    Variable("FASTLAUNCH_LIBTORCH_NPU", "path", "libtorch_npu.so (loaded by torch_npu)", "fastlaunch._npu_queue",
+             "torch_npu's library, for its task queue, when it is not the one torch_npu loaded."),
+    Variable("FASTLAUNCH_SKIP_DEVICE_CHECK", "switch", "off", "fastlaunch.Plan, when a plan is made",
+             "Testing only: accepts host tensors where a backend wants device memory (the stand-in drivers)."),
+)
+_BY_NAME = {v.name: v for v in VARIABLES}
+# Read by the repository's tools and tests, never by the package: known, so never warned about.
+TOOL_VARIABLES = ("FASTLAUNCH_REQUIRE_REFERENCES", "FASTLAUNCH_ALLOW_NO_TRITON", "FASTLAUNCH_VERSIONS_DIR",
+                  "FASTLAUNCH_INSTALL_CHECK_DIR")
+
+
+@dataclass(frozen=True)
+class Config:
+    inductor: bool = False
+    triton: bool = False
+    log: bool = False
+    cache_dir: str = ""
+    tensor_door: bool = True
+    libcuda: Optional[str] = None
+    cuda_params: str = "packed"
+    libascendcl: Optional[str] = None
+    libruntime: Optional[str] = None
+    libtorch_npu: Optional[str] = None
+    skip_device_check: bool = False
+
+
+def _switch(name: str, raw: Optional[str], default: bool) -> bool:
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    warnings.warn(f"{name}={raw!r} is not a switch: use 1, true, yes or on (or 0, false, no, off); "
+                  f"ignored, {'on' if default else 'off'} as by default", stacklevel=3)
+    return default
+
+
+def _default_cache_dir() -> str:
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                        "fastlaunch")
+
+
+def read(environ: Optional[Mapping[str, str]] = None) -> Config:
+    """The configuration the environment gives (os.environ unless a mapping is passed)."""
+    env = os.environ if environ is None else environ
+    for name in sorted(k for k in env if k.startswith("FASTLAUNCH_") and k not in _BY_NAME
+                       and k not in TOOL_VARIABLES):
+        near = difflib.get_close_matches(name, list(_BY_NAME), n=1)
+        warnings.warn(f"{name} is not a fastlaunch variable" + (f"; did you mean {near[0]}?" if near else "")
+                      + " (fastlaunch.config.VARIABLES lists them)", stacklevel=2)
+    params = env.get("FASTLAUNCH_CUDA_PARAMS", "packed").strip() or "packed"
+    if params not in ("array", "packed"):
+        warnings.warn(f"FASTLAUNCH_CUDA_PARAMS={params!r}: use array or packed; ignored, packed as by default",
+                      stacklevel=2)
+        params = "packed"
+    return Config(
+        inductor=_switch("FASTLAUNCH_INDUCTOR", env.get("FASTLAUNCH_INDUCTOR"), False),
+        triton=_switch("FASTLAUNCH_TRITON", env.get("FASTLAUNCH_TRITON"), False),
+        log=_switch("FASTLAUNCH_LOG", env.get("FASTLAUNCH_LOG"), False),
+        cache_dir=env.get("FASTLAUNCH_CACHE_DIR") or _default_cache_dir(),
+        tensor_door=_switch("FASTLAUNCH_TENSOR_DOOR", env.get("FASTLAUNCH_TENSOR_DOOR"), True),
+        libcuda=env.get("FASTLAUNCH_LIBCUDA") or None,
+        cuda_params=params,
+        libascendcl=env.get("FASTLAUNCH_LIBASCENDCL") or None,
+        libruntime=env.get("FASTLAUNCH_LIBRUNTIME") or None,
+        libtorch_npu=env.get("FASTLAUNCH_LIBTORCH_NPU") or None,
+        skip_device_check=_switch("FASTLAUNCH_SKIP_DEVICE_CHECK", env.get("FASTLAUNCH_SKIP_DEVICE_CHECK"), False),
+    )
+
+
+def markdown_table() -> str:
+    """The README's configuration table, from VARIABLES."""
+    rows = ["| variable | values | default | read by | what it does |", "|---|---|---|---|---|"]
+    for v in VARIABLES:
+        values = {"switch": "1 / 0", "path": "a path"}.get(v.kind, v.kind.partition(":")[2].replace("|", " or "))
+        rows.append(f"| `{v.name}` | {values} | {v.default} | {v.read_by} | {v.meaning} |")
+    return "\n".join(rows)
