@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
@@ -49,6 +48,12 @@ def _count(text: str) -> int:
 _ABIS = ("host", "cuda", "npu")
 
 # Option names that appear in the library's refusal reasons, mapped to the flag that sets them.
+# The library's layout refusals (their code) that one flag causes.
+_REFUSAL_FLAGS = {
+    "npu_scratch_requires_simt_only": "--scratch",
+    "npu_option_conflict": "--simt-only",
+    "npu_ffts_unavailable": "--ffts",
+}
 _OPTION_FLAGS = (
     ("hidden_ptrs", "--hidden-ptrs"),
     ("npu_scratch", "--scratch"),
@@ -98,11 +103,12 @@ def _name_layout_argument(exc: ValueError, args: argparse.Namespace) -> str:
     if index is not None and getattr(exc, "reason", "").startswith("kinds["):
         text = args.kinds[index] if index < len(args.kinds) else "?"
         return f"argument KIND #{index + 1} ({text!r}): {message.split(': ', 1)[-1]}"
-    if message.startswith("abi:"):
+    argument = getattr(exc, "argument", None)  # the parameter or option the error is about
+    if argument == "abi":
         return f"argument --abi: {message[4:].strip()}"
-    for option, flag in _OPTION_FLAGS:
-        if option in message:
-            return f"argument {flag}: {message}"
+    flag = dict(_OPTION_FLAGS).get(argument) or _REFUSAL_FLAGS.get(getattr(exc, "code", None))
+    if flag:
+        return f"argument {flag}: {message}"
     return message
 
 

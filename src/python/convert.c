@@ -2,6 +2,7 @@
  * the submit boundary, creating no object for ints, floats and None), streams, grids, kinds,
  * strings, fixed values, targets and layouts. */
 #include "ext.h"
+#include <stdarg.h>
 #include <strings.h>
 
 /* ---- extraction: Python object -> fl_value, no object created for ints, floats, None ---- */
@@ -462,6 +463,19 @@ error:
   return -1;
 }
 
+/* Raises ValueError with the message, and `argument` (the parameter or option it is about) as an
+ * attribute, for callers that name it in their own terms (the command line names its flags). */
+static void value_error_about(PyObject *argument, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+  va_end(ap);
+  PyObject *exc = msg ? PyObject_CallOneArg(PyExc_ValueError, msg) : NULL;
+  Py_XDECREF(msg);
+  if (exc && PyObject_SetAttrString(exc, "argument", argument) == 0) PyErr_SetObject(PyExc_ValueError, exc);
+  Py_XDECREF(exc);
+}
+
 int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl_target *target) {
   memset(target, 0, sizeof *target);
   target->abi = default_abi;
@@ -474,7 +488,9 @@ int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl
       return -1;
     }
     if ((size_t)size != strlen(name) || fl_abi_parse(name, &target->abi, &err) != FL_OK) {
-      PyErr_Format(PyExc_ValueError, "abi: unknown flavour %R (expected 'host', 'cuda' or 'npu')", abi);
+      PyObject *what = PyUnicode_FromString("abi");
+      if (what) value_error_about(what, "abi: unknown flavour %R (expected 'host', 'cuda' or 'npu')", abi);
+      Py_XDECREF(what);
       return -1;
     }
   }
@@ -508,7 +524,7 @@ int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl
       if (u == (unsigned long long)-1 && PyErr_Occurred()) goto done;
       v = (long long)u;
     } else if (overflow < 0 || (v == -1 && PyErr_Occurred())) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "options[%R]: option_out_of_range", key);
+      if (!PyErr_Occurred()) value_error_about(key, "options[%R]: option_out_of_range", key);
       goto done;
     }
     if (fl_target_set(target, name, v, &err) != FL_OK) {
@@ -518,10 +534,10 @@ int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl
           size_t used = strlen(names);
           snprintf(names + used, sizeof names - used, "%s%s", k ? ", " : "", fl_target_option_name(target->abi, k));
         }
-        PyErr_Format(PyExc_ValueError, "options: %R is not an option of the %s flavour (its options: %s)", key,
+        value_error_about(key, "options: %R is not an option of the %s flavour (its options: %s)", key,
                      fl_abi_name(target->abi), names[0] ? names : "none");
       } else {
-        PyErr_Format(PyExc_ValueError, "options[%R]: %s", key, err.reason);
+        value_error_about(key, "options[%R]: %s", key, err.reason);
       }
       goto done;
     }

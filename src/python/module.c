@@ -48,7 +48,7 @@ static PyObject *layout_of(fl_ext_state *st, PyObject *abi, PyObject *kinds_obj,
   if (!offsets) {
     PyErr_NoMemory();
   } else if (fl_layout_compute(&target, kinds, n, &layout, offsets, &err) != FL_OK) {
-    PyErr_Format(PyExc_ValueError, "layout refused: %s", err.reason);
+    fl_ext_raise_as(PyExc_ValueError, err.reason); /* reason and code as attributes */
   } else {
     result = fl_ext_layout_dict(&layout, offsets, n);
   }
