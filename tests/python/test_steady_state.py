@@ -52,7 +52,8 @@ def test_steady_state_enters_no_python_function(kernels, stream, buf):
     assert counts.tolist()[:2] == [1, 1000]
     # The probe itself can fail: the stock path does enter Python functions.
     vars(at).pop("run")
-    assert "Autotuner.run" in python_calls_during(loop)
+    calls = python_calls_during(loop)
+    assert "Autotuner.run" in calls or (sys.version_info < (3, 11) and "run" in calls)  # co_qualname: 3.11+
 
 
 def _launch_many(run, arg, h, n):
@@ -91,7 +92,8 @@ def test_steady_state_allocates_nothing(kernels, stream, buf):
         s.traceback[0].filename != __file__ or s.traceback[0].lineno in loop_lines)
         and s.traceback[0].filename != tracemalloc.__file__]
     assert grown == [], grown[:5]
-    assert after - before < 1024
+    # The rest is what the measuring keeps on this file's lines (about 1 KB; 1.4 KB on Python 3.10).
+    assert after - before < 2048
     # Nothing even transient for plain integer arguments: a torch tensor's data_ptr() returns a
     # fresh int each call (freed at once), which only shows as a few bytes of peak.
     assert peak - before < 2048
