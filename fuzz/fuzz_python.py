@@ -154,7 +154,7 @@ def main(calls=100_000, seed=1):
             victim = []
             kinds = random_kinds(rng, victim)
             opts = {} if rng.random() < 0.7 else {rng.choice(["ffts", "hidden_ptrs", "x"]): random_scalar(rng, victim)}
-            call(_C.layout, rng.choice(["host", "cuda", "npu", "x", 1]), kinds, **opts)
+            call(_C.layout, rng.choice(["host", "cuda", "npu", "x", 1]), kinds, opts)
         else:
             names = [random_text(rng) for _ in range(rng.randint(0, 4))]
             values = [random_scalar(rng, names) for _ in range(rng.randint(0, 4))]

@@ -16,14 +16,13 @@ from fastlaunch._C import (  # noqa: F401
     FinalizedLaunch,
     HostKernel,
     Plan,
-    layout,
 )
 
 __all__ = ["FastLaunchError", "FastLaunchPlanUnavailable", "FinalizedLaunch", "HostKernel", "Plan", "config",
            "layout", "report", "tensor_reader"]
 __version__ = "0.1.0"
 
-from fastlaunch import config  # noqa: E402  (every FASTLAUNCH_* variable, read in one place)
+from fastlaunch import _C, config  # noqa: E402  (every FASTLAUNCH_* variable, read in one place)
 
 _config = config.read()
 _log = logging.getLogger("fastlaunch")
@@ -102,6 +101,12 @@ def report(file=None, *, as_dict: bool = False):
             line += f" negative-cached[{r['negative']}]"
         print(line, file=out)
     return rows
+
+
+def layout(abi: str, kinds, **options) -> dict:
+    """Where each argument of a signature sits in the packed buffer of an ABI flavour (host, cuda or
+    npu) with those options: {size, align, args, grid, ffts, hidden}."""
+    return _C.layout(abi, kinds, options)
 
 
 def tensor_reader():

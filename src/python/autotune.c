@@ -437,7 +437,8 @@ static PyObject *at_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 }
 
 /* _insert(key bytes, config or None, names, values, keep, refusal or None) */
-static PyObject *at_insert(AutotuneObject *self, PyObject *args) {
+static PyObject *at_insert(PyObject *op, PyObject *args) {
+  AutotuneObject *self = (AutotuneObject *)op;
   PyObject *key, *config, *names, *values, *keep, *refusal;
   if (!PyArg_ParseTuple(args, "O!OO!O!O!O:_insert", &PyBytes_Type, &key, &config, &PyTuple_Type, &names, &PyTuple_Type,
                         &values, &PyTuple_Type, &keep, &refusal))
@@ -472,26 +473,22 @@ static PyObject *at_insert(AutotuneObject *self, PyObject *args) {
   Py_RETURN_TRUE;
 }
 
-static PyObject *at_clear_method(AutotuneObject *self, PyObject *unused) {
+static PyObject *at_clear_method(PyObject *op, PyObject *unused) {
+  AutotuneObject *self = (AutotuneObject *)op;
   (void)unused;
   table_clear(self);
   Py_RETURN_NONE;
 }
 
-static PyObject *at_invalidate(AutotuneObject *self, PyObject *unused) {
+static PyObject *at_invalidate(PyObject *op, PyObject *unused) {
+  AutotuneObject *self = (AutotuneObject *)op;
   (void)unused;
   self->watch.force = 1;
   Py_RETURN_NONE;
 }
 
-static PyObject *at_key_of(AutotuneObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
-  at_key k;
-  const char *why = NULL;
-  if (make_key(self, args, PyVectorcall_NARGS(nargsf), kwnames, &k, &why)) return PyUnicode_FromString(why);
-  return PyBytes_FromStringAndSize((const char *)k.words, (Py_ssize_t)(k.n * sizeof(uint64_t)));
-}
-
-static PyObject *at_get_counts(AutotuneObject *self, void *closure) {
+static PyObject *at_get_counts(PyObject *op, void *closure) {
+  AutotuneObject *self = (AutotuneObject *)op;
   (void)closure;
   PyObject *reasons = PyDict_Copy(self->stock_counts);
   if (!reasons) return NULL;
@@ -499,7 +496,8 @@ static PyObject *at_get_counts(AutotuneObject *self, void *closure) {
                        "variants", (Py_ssize_t)self->count);
 }
 
-static int at_traverse(AutotuneObject *self, visitproc visit, void *arg) {
+static int at_traverse(PyObject *op, visitproc visit, void *arg) {
+  AutotuneObject *self = (AutotuneObject *)op;
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->watch.dicts);
   Py_VISIT(self->autotuner);
@@ -516,7 +514,8 @@ static int at_traverse(AutotuneObject *self, visitproc visit, void *arg) {
   return 0;
 }
 
-static int at_clear(AutotuneObject *self) {
+static int at_clear(PyObject *op) {
+  AutotuneObject *self = (AutotuneObject *)op;
   Py_CLEAR(self->watch.dicts); /* the version arrays go with the object */
   self->watch.force = 1;
   Py_CLEAR(self->autotuner);
@@ -529,11 +528,12 @@ static int at_clear(AutotuneObject *self) {
   return 0;
 }
 
-static void at_dealloc(AutotuneObject *self) {
+static void at_dealloc(PyObject *op) {
+  AutotuneObject *self = (AutotuneObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
   if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
-  at_clear(self);
+  at_clear((PyObject *)self);
   Py_CLEAR(self->arg_names);
   Py_CLEAR(self->stock_reason);
   Py_CLEAR(self->stock_counts);
@@ -545,25 +545,23 @@ static void at_dealloc(AutotuneObject *self) {
 }
 
 static PyMethodDef at_methods[] = {
-    {"_insert", (PyCFunction)(void (*)(void))at_insert, METH_VARARGS,
+    {"_insert", at_insert, METH_VARARGS,
      "_insert(key, config, names, values, keep, refusal): binds a key to the config Triton chose"},
-    {"clear", (PyCFunction)(void (*)(void))at_clear_method, METH_NOARGS, "clear(): forgets every bound key"},
-    {"invalidate", (PyCFunction)(void (*)(void))at_invalidate, METH_NOARGS,
+    {"clear", at_clear_method, METH_NOARGS, "clear(): forgets every bound key"},
+    {"invalidate", at_invalidate, METH_NOARGS,
      "invalidate(): asks the policy to revalidate at the next call"},
-    {"key", (PyCFunction)(void (*)(void))at_key_of, METH_FASTCALL | METH_KEYWORDS,
-     "key(*args, **kwargs): the key bytes of a call, or the reason it has none (for tests)"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef at_getset[] = {
-    {"counts", (getter)at_get_counts, NULL, "fast and stock calls, stock reasons, bound keys", NULL},
+    {"counts", at_get_counts, NULL, "fast and stock calls, stock reasons, bound keys", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMemberDef at_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(AutotuneObject, vectorcall), READONLY, NULL},
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(AutotuneObject, weakrefs), READONLY, NULL},
-    {"autotuner", T_OBJECT, offsetof(AutotuneObject, autotuner), READONLY, "the Autotuner it serves"},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(AutotuneObject, vectorcall), Py_READONLY, NULL},
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(AutotuneObject, weakrefs), Py_READONLY, NULL},
+    {"autotuner", Py_T_OBJECT_EX, offsetof(AutotuneObject, autotuner), Py_READONLY, "the Autotuner it serves"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -576,8 +574,8 @@ static PyType_Slot at_slots[] = {
     {Py_tp_methods, at_methods},
     {Py_tp_getset, at_getset},
     {Py_tp_members, at_members},
-    {Py_tp_doc, "AutotuneDispatcher(autotuner, stock_run, policy, *, arg_names, key_params, configs): "
-                "an Autotuner's call slot"},
+    {Py_tp_doc, "AutotuneDispatcher(autotuner, stock_run, policy, *, arg_names, key_params, configs)\n--\n\n"
+                "An Autotuner's call slot"},
     {0, NULL},
 };
 

@@ -255,7 +255,8 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   return (PyObject *)self;
 }
 
-static int entry_traverse(EntryObject *self, visitproc visit, void *arg) {
+static int entry_traverse(PyObject *op, visitproc visit, void *arg) {
+  EntryObject *self = (EntryObject *)op;
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->watch.dicts);
   Py_VISIT(self->plan);
@@ -267,7 +268,8 @@ static int entry_traverse(EntryObject *self, visitproc visit, void *arg) {
   return 0;
 }
 
-static int entry_clear(EntryObject *self) {
+static int entry_clear(PyObject *op) {
+  EntryObject *self = (EntryObject *)op;
   Py_CLEAR(self->plan);
   Py_CLEAR(self->bound);
   Py_CLEAR(self->autotuner);
@@ -283,26 +285,28 @@ static int entry_clear(EntryObject *self) {
   return 0;
 }
 
-static void entry_dealloc(EntryObject *self) {
+static void entry_dealloc(PyObject *op) {
+  EntryObject *self = (EntryObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
-  entry_clear(self);
+  entry_clear((PyObject *)self);
   tp->tp_free(self);
   Py_DECREF(tp);
 }
 
-static PyObject *entry_repr(EntryObject *self) {
+static PyObject *entry_repr(PyObject *op) {
+  EntryObject *self = (EntryObject *)op;
   return PyUnicode_FromFormat("<fastlaunch FinalizedLaunch %U calls=%llu fallbacks=%llu>",
                               self->plan ? self->plan->name : Py_None, self->calls, self->fallbacks);
 }
 
 static PyMemberDef entry_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(EntryObject, vectorcall), READONLY, NULL},
-    {"plan", T_OBJECT, offsetof(EntryObject, plan), READONLY, "the plan it launches"},
-    {"bound", T_OBJECT, offsetof(EntryObject, bound), READONLY, "the bound launch it falls back to"},
-    {"launcher", T_OBJECT, offsetof(EntryObject, launcher), READONLY, "the launcher the plan was built from"},
-    {"calls", T_ULONGLONG, offsetof(EntryObject, calls), READONLY, "launches that took the fast path"},
-    {"fallbacks", T_ULONGLONG, offsetof(EntryObject, fallbacks), READONLY, "calls handed back to the bound launch"},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(EntryObject, vectorcall), Py_READONLY, NULL},
+    {"plan", Py_T_OBJECT_EX, offsetof(EntryObject, plan), Py_READONLY, "the plan it launches"},
+    {"bound", Py_T_OBJECT_EX, offsetof(EntryObject, bound), Py_READONLY, "the bound launch it falls back to"},
+    {"launcher", Py_T_OBJECT_EX, offsetof(EntryObject, launcher), Py_READONLY, "the launcher the plan was built from"},
+    {"calls", Py_T_ULONGLONG, offsetof(EntryObject, calls), Py_READONLY, "launches that took the fast path"},
+    {"fallbacks", Py_T_ULONGLONG, offsetof(EntryObject, fallbacks), Py_READONLY, "calls handed back to the bound launch"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -315,7 +319,7 @@ static PyType_Slot entry_slots[] = {
     {Py_tp_repr, entry_repr},
     {Py_tp_members, entry_members},
     {Py_tp_doc, "FinalizedLaunch(bound, plan, *, autotuner=None, launcher=None, launcher_attr='launchers', "
-                "hook_lists=(), flags=()): the steady-state entry of a call slot."},
+                "hook_lists=(), flags=())\n--\n\nThe steady-state entry of a call slot."},
     {0, NULL},
 };
 

@@ -13,29 +13,26 @@ fl_ext_state *fl_ext_state_from_type(PyTypeObject *type) {
 
 static int set_reason_attrs(PyObject *exc, PyObject *reason, const char *code, long index, const char *name);
 
-/* __init__(self, reason, *, backend_submitted=False, stable=...) for both error types; the
- * default of `stable` comes from the class attribute _default_stable. */
-static PyObject *error_init(PyObject *unused, PyObject *args, PyObject *kwds) {
-  (void)unused;
-  PyObject *self, *reason;
-  PyObject *submitted = Py_False, *stable = NULL;
-  static char *kwlist[] = {"self", "reason", "backend_submitted", "stable", NULL};
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OO:__init__", kwlist, &self, &reason, &submitted, &stable))
-    return NULL;
+/* __init__(self, reason, /, *, backend_submitted=False, stable=...) for both error types (their
+ * tp_init); the default of `stable` comes from the class attribute _default_stable. */
+static int error_init(PyObject *self, PyObject *args, PyObject *kwds) {
+  PyObject *reason, *submitted = Py_False, *stable = NULL;
+  static char *kwlist[] = {"", "backend_submitted", "stable", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:__init__", kwlist, &reason, &submitted, &stable)) return -1;
   PyObject *base_args = PyTuple_Pack(1, reason);
-  if (!base_args) return NULL;
+  if (!base_args) return -1;
   int r = ((PyTypeObject *)PyExc_RuntimeError)->tp_init(self, base_args, NULL);
   Py_DECREF(base_args);
-  if (r < 0) return NULL;
+  if (r < 0) return -1;
   if (!stable) {
     stable = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_default_stable");
-    if (!stable) return NULL;
+    if (!stable) return -1;
   } else {
     Py_INCREF(stable);
   }
   int is_stable = PyObject_IsTrue(stable), is_submitted = PyObject_IsTrue(submitted);
   Py_DECREF(stable);
-  if (is_stable < 0 || is_submitted < 0) return NULL;
+  if (is_stable < 0 || is_submitted < 0) return -1;
   /* Raised from Python with a code: code is its first part; index and name unknown. */
   const char *text = PyUnicode_Check(reason) ? PyUnicode_AsUTF8(reason) : NULL;
   if (!text) PyErr_Clear();
@@ -44,42 +41,53 @@ static PyObject *error_init(PyObject *unused, PyObject *args, PyObject *kwds) {
   if (set_reason_attrs(self, reason, code, -1, NULL) < 0 ||
       PyObject_SetAttrString(self, "backend_submitted", is_submitted ? Py_True : Py_False) < 0 ||
       PyObject_SetAttrString(self, "stable", is_stable ? Py_True : Py_False) < 0)
-    return NULL;
-  Py_RETURN_NONE;
+    return -1;
+  return 0;
 }
 
-static PyMethodDef error_init_def = {"__init__", (PyCFunction)(void (*)(void))error_init, METH_VARARGS | METH_KEYWORDS,
-                                     NULL};
+/* Instances of a heap type hold a reference to it: visited and released here, the rest is
+ * RuntimeError's. */
+static int error_traverse(PyObject *self, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(self));
+  return ((PyTypeObject *)PyExc_RuntimeError)->tp_traverse(self, visit, arg);
+}
 
-static PyObject *make_error_type(const char *name, const char *doc, bool default_stable) {
-  PyObject *dict = PyDict_New(), *fn = NULL, *method = NULL, *type = NULL;
-  if (!dict) return NULL;
-  fn = PyCFunction_New(&error_init_def, NULL);
-  if (!fn) goto done;
-  method = PyInstanceMethod_New(fn);
-  if (!method) goto done;
-  if (PyDict_SetItemString(dict, "__init__", method) < 0 ||
-      PyDict_SetItemString(dict, "_default_stable", default_stable ? Py_True : Py_False) < 0)
-    goto done;
-  type = PyErr_NewExceptionWithDoc(name, doc, PyExc_RuntimeError, dict);
-done:
-  Py_XDECREF(method);
-  Py_XDECREF(fn);
-  Py_DECREF(dict);
+static void error_dealloc(PyObject *self) {
+  PyTypeObject *tp = Py_TYPE(self);
+  ((PyTypeObject *)PyExc_RuntimeError)->tp_dealloc(self);
+  Py_DECREF(tp);
+}
+
+static PyObject *make_error_type(PyObject *module, PyType_Spec *spec, bool default_stable) {
+  PyObject *type = PyType_FromModuleAndSpec(module, spec, PyExc_RuntimeError);
+  if (type && PyObject_SetAttrString(type, "_default_stable", default_stable ? Py_True : Py_False) < 0) Py_CLEAR(type);
   return type;
 }
 
+#define ERROR_SLOTS(doc)                                                                                       \
+  {                                                                                                            \
+    {Py_tp_init, error_init}, {Py_tp_traverse, error_traverse}, {Py_tp_dealloc, error_dealloc},              \
+        {Py_tp_doc, (void *)(doc)}, {0, NULL},                                                                 \
+  }
+
+static PyType_Slot error_slots[] = ERROR_SLOTS(
+    "FastLaunchError(reason, /, *, backend_submitted=False, stable=None)\n--\n\n"
+    "A launch through fastlaunch failed.\n\nreason: a short stable code (code: its first part; index and name: "
+    "the argument it is about, or None); backend_submitted: the launch may have been submitted (never retry it); "
+    "stable: the same launcher would fail the same way again.");
+static PyType_Slot unavailable_slots[] = ERROR_SLOTS(
+    "FastLaunchPlanUnavailable(reason, /, *, backend_submitted=False, stable=None)\n--\n\n"
+    "No plan can be built for this launcher (reason says why); stable refusals are negative-cached.");
+static PyType_Spec error_spec = {"fastlaunch._C.FastLaunchError", sizeof(PyBaseExceptionObject), 0,
+                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, error_slots};
+static PyType_Spec unavailable_spec = {"fastlaunch._C.FastLaunchPlanUnavailable", sizeof(PyBaseExceptionObject), 0,
+                                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+                                       unavailable_slots};
+
 int fl_ext_add_errors(PyObject *module, fl_ext_state *st) {
-  st->error_type = make_error_type(
-      "fastlaunch._C.FastLaunchError",
-      "A launch through fastlaunch failed.\n\nreason: a short stable code (code: its first part; index and name: the "
-      "argument it is about, or None); backend_submitted: the launch may have "
-      "been submitted (never retry it); stable: the same launcher would fail the same way again.",
-      false);
+  st->error_type = make_error_type(module, &error_spec, false);
   if (!st->error_type) return -1;
-  st->unavailable_type = make_error_type(
-      "fastlaunch._C.FastLaunchPlanUnavailable",
-      "No plan can be built for this launcher (reason says why); stable refusals are negative-cached.", true);
+  st->unavailable_type = make_error_type(module, &unavailable_spec, true);
   if (!st->unavailable_type) return -1;
   if (PyModule_AddObjectRef(module, "FastLaunchError", st->error_type) < 0) return -1;
   if (PyModule_AddObjectRef(module, "FastLaunchPlanUnavailable", st->unavailable_type) < 0) return -1;

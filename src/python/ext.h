@@ -15,7 +15,14 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+/* Members as 3.12+ spells them (Py_T_*, Py_READONLY); structmember.h's names before. */
+#if PY_VERSION_HEX < 0x030C0000
 #include <structmember.h>
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_T_ULONGLONG T_ULONGLONG
+#define Py_READONLY READONLY
+#endif
 
 #include "fastlaunch.h"
 #include "tensor_door.h"
@@ -229,6 +236,11 @@ int fl_ext_parse_values(PyObject *seq, fl_value **out, size_t *n);
 int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl_target *target);
 /* A layout as a dict {size, align, args, grid, ffts, hidden}. */
 PyObject *fl_ext_layout_dict(const fl_layout *layout, const size_t *offsets, size_t n);
+
+/* A METH_FASTCALL, METH_KEYWORDS or METH_VARARGS|METH_KEYWORDS function in a PyMethodDef: the
+ * table's type is PyCFunction and CPython calls it through its real type, as _PyCFunction_CAST
+ * does in CPython's own modules (the cast through void (*)(void) is the one C allows). */
+#define FL_EXT_CFUNC(f) ((PyCFunction)(void (*)(void))(f))
 
 /* ---- 3. the types ---- */
 typedef struct {

@@ -44,7 +44,8 @@ error:
   return NULL;
 }
 
-static void host_kernel_dealloc(HostKernelObject *self) {
+static void host_kernel_dealloc(PyObject *op) {
+  HostKernelObject *self = (HostKernelObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
   Py_CLEAR(self->path);
@@ -54,17 +55,20 @@ static void host_kernel_dealloc(HostKernelObject *self) {
   Py_DECREF(tp);
 }
 
-static int host_kernel_traverse(HostKernelObject *self, visitproc visit, void *arg) {
+static int host_kernel_traverse(PyObject *op, visitproc visit, void *arg) {
+  HostKernelObject *self = (HostKernelObject *)op;
   Py_VISIT(Py_TYPE(self));
   return 0;
 }
 
-static PyObject *host_kernel_address(HostKernelObject *self, void *closure) {
+static PyObject *host_kernel_address(PyObject *op, void *closure) {
+  HostKernelObject *self = (HostKernelObject *)op;
   (void)closure;
   return PyLong_FromVoidPtr(self->fn);
 }
 
-static PyObject *host_kernel_repr(HostKernelObject *self) {
+static PyObject *host_kernel_repr(PyObject *op) {
+  HostKernelObject *self = (HostKernelObject *)op;
   return PyUnicode_FromFormat("<fastlaunch HostKernel %U in %U>", self->symbol, self->path);
 }
 
@@ -79,13 +83,13 @@ int fl_ext_host_kernel_take(PyObject *obj, PyTypeObject *type, void **fn, fl_hos
 }
 
 static PyMemberDef host_kernel_members[] = {
-    {"path", T_OBJECT, offsetof(HostKernelObject, path), READONLY, "the shared object"},
-    {"symbol", T_OBJECT, offsetof(HostKernelObject, symbol), READONLY, "the kernel function's name"},
+    {"path", Py_T_OBJECT_EX, offsetof(HostKernelObject, path), Py_READONLY, "the shared object"},
+    {"symbol", Py_T_OBJECT_EX, offsetof(HostKernelObject, symbol), Py_READONLY, "the kernel function's name"},
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyGetSetDef host_kernel_getset[] = {
-    {"address", (getter)host_kernel_address, NULL, "the function's address", NULL},
+    {"address", host_kernel_address, NULL, "the function's address", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -96,7 +100,7 @@ static PyType_Slot host_kernel_slots[] = {
     {Py_tp_repr, host_kernel_repr},
     {Py_tp_members, host_kernel_members},
     {Py_tp_getset, host_kernel_getset},
-    {Py_tp_doc, "HostKernel(path, symbol): a host-backend kernel `void f(const void *args, const "
+    {Py_tp_doc, "HostKernel(path, symbol)\n--\n\nA host-backend kernel `void f(const void *args, const "
                 "fl_host_program *p)` loaded from a shared object."},
     {0, NULL},
 };

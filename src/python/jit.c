@@ -925,7 +925,8 @@ static int entry_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t
 }
 
 /* _insert(key, kernel, plan_or_None, positions, grid_spec_or_None, keep, refusal_or_None) */
-static PyObject *jit_insert(JitObject *self, PyObject *args) {
+static PyObject *jit_insert(PyObject *op, PyObject *args) {
+  JitObject *self = (JitObject *)op;
   PyObject *key, *kernel, *plan, *positions, *grid_spec, *keep, *refusal;
   if (!PyArg_ParseTuple(args, "O!OOO!OO!O:_insert", &PyBytes_Type, &key, &kernel, &plan, &PyTuple_Type, &positions,
                         &grid_spec, &PyTuple_Type, &keep, &refusal))
@@ -979,42 +980,23 @@ static PyObject *jit_insert(JitObject *self, PyObject *args) {
   Py_RETURN_TRUE;
 }
 
-static PyObject *jit_clear_method(JitObject *self, PyObject *unused) {
+static PyObject *jit_clear_method(PyObject *op, PyObject *unused) {
+  JitObject *self = (JitObject *)op;
   (void)unused;
   table_clear(self);
   Py_RETURN_NONE;
 }
 
 /* Forces revalidation at the next call (the policy changed something it decides on). */
-static PyObject *jit_invalidate(JitObject *self, PyObject *unused) {
+static PyObject *jit_invalidate(PyObject *op, PyObject *unused) {
+  JitObject *self = (JitObject *)op;
   (void)unused;
   self->watch.force = 1;
   Py_RETURN_NONE;
 }
 
-static PyObject *jit_key_of(JitObject *self, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
-  /* key(*args, **kwargs): the key a call would have on `device` 0, or None with why (for tests). */
-  size_t nargs = PyVectorcall_NARGS(nargsf);
-  jit_kw kw;
-  int r = split_keywords(self, args, nargs, kwnames, &kw);
-  if (r < 0) return NULL;
-  jit_bound b;
-  jit_key k;
-  PyObject *res;
-  if (r > 0 || bind_call(self, &b, args, nargs, kw.kwnames, kw.kwvals, kw.nkw)) {
-    res = Py_BuildValue("(Os)", Py_None, r > 0 ? "keywords" : b.why);
-  } else {
-    jit_values vals;
-    r = make_key(self, &b, 0, &k, &vals);
-    res = r < 0 ? NULL
-                : r > 0 ? Py_BuildValue("(Os)", Py_None, b.why)
-                        : Py_BuildValue("(y#O)", (const char *)k.words, (Py_ssize_t)(k.n * 8), Py_None);
-  }
-  if (kw.kwnames && kw.kwnames != kwnames) Py_DECREF(kw.kwnames);
-  return res;
-}
-
-static PyObject *jit_get_counts(JitObject *self, void *closure) {
+static PyObject *jit_get_counts(PyObject *op, void *closure) {
+  JitObject *self = (JitObject *)op;
   (void)closure;
   PyObject *reasons = PyDict_Copy(self->stock_counts); /* a snapshot: the counts go on */
   if (!reasons) return NULL;
@@ -1022,12 +1004,14 @@ static PyObject *jit_get_counts(JitObject *self, void *closure) {
                        "variants", (Py_ssize_t)self->count, "grid_calls", self->grid_calls);
 }
 
-static PyObject *jit_get_fn(JitObject *self, void *closure) {
+static PyObject *jit_get_fn(PyObject *op, void *closure) {
+  JitObject *self = (JitObject *)op;
   (void)closure;
   return Py_NewRef(self->fn);
 }
 
-static int jit_traverse(JitObject *self, visitproc visit, void *arg) {
+static int jit_traverse(PyObject *op, visitproc visit, void *arg) {
+  JitObject *self = (JitObject *)op;
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->watch.dicts);
   Py_VISIT(self->fn);
@@ -1050,7 +1034,8 @@ static int jit_traverse(JitObject *self, visitproc visit, void *arg) {
   return 0;
 }
 
-static int jit_clear(JitObject *self) {
+static int jit_clear(PyObject *op) {
+  JitObject *self = (JitObject *)op;
   Py_CLEAR(self->watch.dicts); /* the version arrays go with the object */
   self->watch.force = 1;
   Py_CLEAR(self->fn);
@@ -1066,11 +1051,12 @@ static int jit_clear(JitObject *self) {
   return 0;
 }
 
-static void jit_dealloc(JitObject *self) {
+static void jit_dealloc(PyObject *op) {
+  JitObject *self = (JitObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
   if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
-  jit_clear(self);
+  jit_clear((PyObject *)self);
   Py_CLEAR(self->param_names);
   Py_CLEAR(self->option_names);
   fl_ext_watch_free(&self->watch);
@@ -1082,25 +1068,23 @@ static void jit_dealloc(JitObject *self) {
 }
 
 static PyMethodDef jit_methods[] = {
-    {"_insert", (PyCFunction)(void (*)(void))jit_insert, METH_VARARGS,
+    {"_insert", jit_insert, METH_VARARGS,
      "_insert(key, kernel, plan, positions, grid, keep, refusal): binds a variant under a key"},
-    {"clear", (PyCFunction)(void (*)(void))jit_clear_method, METH_NOARGS, "clear(): forgets every bound variant"},
-    {"invalidate", (PyCFunction)(void (*)(void))jit_invalidate, METH_NOARGS,
+    {"clear", jit_clear_method, METH_NOARGS, "clear(): forgets every bound variant"},
+    {"invalidate", jit_invalidate, METH_NOARGS,
      "invalidate(): asks the policy to revalidate at the next call"},
-    {"key", (PyCFunction)(void (*)(void))jit_key_of, METH_FASTCALL | METH_KEYWORDS,
-     "key(*args, **kwargs) -> (key bytes or None, reason): the key a call would have on device 0"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef jit_getset[] = {
-    {"counts", (getter)(void (*)(void))jit_get_counts, NULL, "fast and stock calls, stock reasons, bound variants", NULL},
-    {"fn", (getter)(void (*)(void))jit_get_fn, NULL, "the JITFunction", NULL},
+    {"counts", jit_get_counts, NULL, "fast and stock calls, stock reasons, bound variants", NULL},
+    {"fn", jit_get_fn, NULL, "the JITFunction", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMemberDef jit_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(JitObject, vectorcall), READONLY, NULL},
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(JitObject, weakrefs), READONLY, NULL},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(JitObject, vectorcall), Py_READONLY, NULL},
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(JitObject, weakrefs), Py_READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1114,7 +1098,7 @@ static PyType_Slot jit_slots[] = {
     {Py_tp_getset, jit_getset},
     {Py_tp_members, jit_members},
     {Py_tp_doc, "JitDispatcher(fn, stock_run, policy, *, param_names, param_const, defaults, option_names, "
-                "pre_run_hooks): the call slot of a Triton JITFunction (its run)."},
+                "pre_run_hooks)\n--\n\nThe call slot of a Triton JITFunction (its run)."},
     {0, NULL},
 };
 
@@ -1126,30 +1110,33 @@ static PyType_Spec jit_spec = {
 };
 
 /* ---- JitCall ---- */
-static int jit_call_traverse(JitCallObject *self, visitproc visit, void *arg) {
+static int jit_call_traverse(PyObject *op, visitproc visit, void *arg) {
+  JitCallObject *self = (JitCallObject *)op;
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->target);
   Py_VISIT(self->grid);
   return 0;
 }
 
-static int jit_call_clear(JitCallObject *self) {
+static int jit_call_clear(PyObject *op) {
+  JitCallObject *self = (JitCallObject *)op;
   Py_CLEAR(self->target);
   Py_CLEAR(self->grid);
   return 0;
 }
 
-static void jit_call_dealloc(JitCallObject *self) {
+static void jit_call_dealloc(PyObject *op) {
+  JitCallObject *self = (JitCallObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
-  jit_call_clear(self);
+  jit_call_clear((PyObject *)self);
   tp->tp_free(self);
   Py_DECREF(tp);
 }
 
 static PyMemberDef jit_call_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(JitCallObject, vectorcall), READONLY, NULL},
-    {"grid", T_OBJECT, offsetof(JitCallObject, grid), READONLY, "the grid of kernel[grid]"},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(JitCallObject, vectorcall), Py_READONLY, NULL},
+    {"grid", Py_T_OBJECT_EX, offsetof(JitCallObject, grid), Py_READONLY, "the grid of kernel[grid]"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1265,7 +1252,8 @@ static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwd
   return (PyObject *)self;
 }
 
-static int subscript_traverse(SubscriptObject *self, visitproc visit, void *arg) {
+static int subscript_traverse(PyObject *op, visitproc visit, void *arg) {
+  SubscriptObject *self = (SubscriptObject *)op;
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->stock_getitem);
   Py_VISIT(self->attach);
@@ -1275,7 +1263,8 @@ static int subscript_traverse(SubscriptObject *self, visitproc visit, void *arg)
   return 0;
 }
 
-static int subscript_clear(SubscriptObject *self) {
+static int subscript_clear(PyObject *op) {
+  SubscriptObject *self = (SubscriptObject *)op;
   Py_CLEAR(self->stock_getitem);
   Py_CLEAR(self->attach);
   Py_CLEAR(self->last_kernel);
@@ -1284,17 +1273,18 @@ static int subscript_clear(SubscriptObject *self) {
   return 0;
 }
 
-static void subscript_dealloc(SubscriptObject *self) {
+static void subscript_dealloc(PyObject *op) {
+  SubscriptObject *self = (SubscriptObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
-  subscript_clear(self);
+  subscript_clear((PyObject *)self);
   tp->tp_free(self);
   Py_DECREF(tp);
 }
 
 static PyMemberDef subscript_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(SubscriptObject, vectorcall), READONLY, NULL},
-    {"stock_getitem", T_OBJECT, offsetof(SubscriptObject, stock_getitem), READONLY, "Triton's own __getitem__"},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(SubscriptObject, vectorcall), Py_READONLY, NULL},
+    {"stock_getitem", Py_T_OBJECT_EX, offsetof(SubscriptObject, stock_getitem), Py_READONLY, "Triton's own __getitem__"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1306,7 +1296,7 @@ static PyType_Slot subscript_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_descr_get, subscript_get},
     {Py_tp_members, subscript_members},
-    {Py_tp_doc, "JitSubscript(stock_getitem, attach): a JITFunction class's __getitem__ that hands out "
+    {Py_tp_doc, "JitSubscript(stock_getitem, attach)\n--\n\nA JITFunction class's __getitem__ that hands out "
                 "fastlaunch's JitCall."},
     {0, NULL},
 };
@@ -1334,7 +1324,7 @@ static PyObject *jit_find_torch_shim(PyObject *module, PyObject *unused) {
 
 PyMethodDef fl_ext_jit_methods[] = {
     {"jit_torch_shim", jit_find_torch_shim, METH_NOARGS,
-     "jit_torch_shim() -> bool: torch's C shim for the current device and CUDA stream was found"},
+     "jit_torch_shim($module, /)\n--\n\n-> bool: torch's C shim for the current device and CUDA stream was found"},
     {NULL, NULL, 0, NULL},
 };
 

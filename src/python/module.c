@@ -6,33 +6,15 @@
 
 static PyObject *layout_of(fl_ext_state *st, PyObject *abi, PyObject *kinds_obj, PyObject *options);
 
-/* A new reference to positional argument i, else to the keyword `name` (removed from `kwds`). */
-static PyObject *take_arg(PyObject *args, Py_ssize_t i, PyObject *kwds, const char *name) {
-  if (PyTuple_GET_SIZE(args) > i) return Py_NewRef(PyTuple_GET_ITEM(args, i));
-  PyObject *value = PyDict_GetItemString(kwds, name);
-  if (!value) return NULL;
-  Py_INCREF(value);
-  PyDict_DelItemString(kwds, name);
-  return value;
-}
-
-static PyObject *ext_layout(PyObject *module, PyObject *args, PyObject *kwds) {
-  fl_ext_state *st = PyModule_GetState(module);
-  /* abi and kinds by position or by name; every other keyword is an option of the flavour. */
-  PyObject *options = kwds ? PyDict_Copy(kwds) : PyDict_New();
-  if (!options) return NULL;
-  Py_ssize_t npos = PyTuple_GET_SIZE(args);
-  PyObject *abi = take_arg(args, 0, options, "abi"), *kinds_obj = take_arg(args, 1, options, "kinds");
-  PyObject *result = NULL;
-  if (npos > 2 || !abi || !kinds_obj || !PyUnicode_Check(abi)) {
-    PyErr_SetString(PyExc_TypeError, "layout(abi, kinds, **options): abi (a str) and kinds are required");
-  } else {
-    result = layout_of(st, abi, kinds_obj, options);
+static PyObject *ext_layout(PyObject *module, PyObject *args) {
+  /* layout(abi, kinds, options=None, /): fastlaunch.layout(abi, kinds, **options) calls it. */
+  PyObject *abi, *kinds_obj, *options = Py_None;
+  if (!PyArg_ParseTuple(args, "UO|O:layout", &abi, &kinds_obj, &options)) return NULL;
+  if (options != Py_None && !PyDict_Check(options)) {
+    PyErr_Format(PyExc_TypeError, "layout: options must be a dict, not %.80s", Py_TYPE(options)->tp_name);
+    return NULL;
   }
-  Py_XDECREF(abi);
-  Py_XDECREF(kinds_obj);
-  Py_DECREF(options);
-  return result;
+  return layout_of(PyModule_GetState(module), abi, kinds_obj, options);
 }
 
 static PyObject *layout_of(fl_ext_state *st, PyObject *abi, PyObject *kinds_obj, PyObject *options) {
@@ -173,21 +155,21 @@ static PyObject *ext_npu_queue(PyObject *module, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"npu_queue", ext_npu_queue, METH_NOARGS,
-     "npu_queue() -> (state, why): 'queue' (torch_npu's task queue), 'stream' (torch_npu not loaded), "
+     "npu_queue($module, /)\n--\n\n-> (state, why): 'queue' (torch_npu's task queue), 'stream' (torch_npu not loaded), "
      "'unusable' (npu launches refused) or 'none' (no shim)"},
     {"tensor_door", ext_tensor_door, METH_NOARGS,
-     "tensor_door() -> (in_use, why): tensor arguments through torch's C++ object, or data_ptr() and why"},
-    {"layout", (PyCFunction)(void (*)(void))ext_layout, METH_VARARGS | METH_KEYWORDS,
-     "layout(abi, kinds, **options) -> dict\n\n"
+     "tensor_door($module, /)\n--\n\n-> (in_use, why): tensor arguments through torch's C++ object, or data_ptr() and why"},
+    {"layout", ext_layout, METH_VARARGS,
+     "layout($module, abi, kinds, options=None, /)\n--\n\n-> dict: "
      "Where each argument of a signature sits in the packed buffer of an ABI flavour with those options."},
-    {"stream_create", ext_stream_create, METH_VARARGS, "stream_create(backend='host') -> int"},
-    {"stream_synchronize", ext_stream_synchronize, METH_VARARGS, "stream_synchronize(stream, backend='host')"},
-    {"stream_destroy", ext_stream_destroy, METH_VARARGS, "stream_destroy(stream, backend='host')"},
-    {"stream_count", ext_stream_count, METH_VARARGS, "stream_count(stream, backend='host') -> int"},
+    {"stream_create", ext_stream_create, METH_VARARGS, "stream_create($module, backend='host', /)\n--\n\n-> int: a new stream of the backend"},
+    {"stream_synchronize", ext_stream_synchronize, METH_VARARGS, "stream_synchronize($module, stream, backend='host', /)\n--\n\nWaits for the stream's launches."},
+    {"stream_destroy", ext_stream_destroy, METH_VARARGS, "stream_destroy($module, stream, backend='host', /)\n--\n\nDrains, then destroys the stream."},
+    {"stream_count", ext_stream_count, METH_VARARGS, "stream_count($module, stream, backend='host', /)\n--\n\n-> int: launches completed (host) or accepted (null)"},
     {"backend_load", ext_backend_load, METH_VARARGS,
-     "backend_load(name): loads a backend or raises FastLaunchPlanUnavailable with the reason."},
-    {"backend_info", ext_backend_info, METH_VARARGS, "backend_info(name) -> dict: what the backend's table says"},
-    {"kinds", ext_kinds, METH_O, "kinds(seq) -> list: canonical kind names (Triton's spellings parsed in C)"},
+     "backend_load($module, name, /)\n--\n\nLoads a backend or raises FastLaunchPlanUnavailable with the reason."},
+    {"backend_info", ext_backend_info, METH_VARARGS, "backend_info($module, name, /)\n--\n\n-> dict: what the backend's table says"},
+    {"kinds", ext_kinds, METH_O, "kinds($module, seq, /)\n--\n\n-> list: canonical kind names (Triton's spellings parsed in C)"},
     {NULL, NULL, 0, NULL},
 };
 

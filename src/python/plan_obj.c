@@ -227,7 +227,8 @@ error:
   return (PyObject *)self;
 }
 
-static void plan_dealloc(fl_PlanObject *self) {
+static void plan_dealloc(PyObject *op) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
   Py_CLEAR(self->owner);
@@ -240,18 +241,21 @@ static void plan_dealloc(fl_PlanObject *self) {
   Py_DECREF(tp);
 }
 
-static int plan_traverse(fl_PlanObject *self, visitproc visit, void *arg) {
+static int plan_traverse(PyObject *op, visitproc visit, void *arg) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->owner);
   return 0;
 }
 
-static int plan_clear(fl_PlanObject *self) {
+static int plan_clear(PyObject *op) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   Py_CLEAR(self->owner);
   return 0;
 }
 
-static PyObject *plan_get_layout(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_layout(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   size_t n = fl_plan_nargs(self->plan);
   size_t *offsets = PyMem_Calloc(n ? n : 1, sizeof *offsets);
@@ -262,7 +266,8 @@ static PyObject *plan_get_layout(fl_PlanObject *self, void *closure) {
   return d;
 }
 
-static PyObject *plan_get_kinds(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_kinds(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   size_t n = fl_plan_nargs(self->plan);
   PyObject *list = PyList_New((Py_ssize_t)n);
@@ -278,33 +283,39 @@ static PyObject *plan_get_kinds(fl_PlanObject *self, void *closure) {
   return list;
 }
 
-static PyObject *plan_get_grid_mode(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_grid_mode(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   static const char *const modes[] = {"caller", "static", "program"};
   return PyUnicode_FromString(modes[fl_plan_grid_mode(self->plan)]);
 }
 
-static PyObject *plan_get_backend(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_backend(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   return PyUnicode_FromString(fl_backend_name(fl_plan_backend(self->plan)));
 }
 
-static PyObject *plan_get_abi(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_abi(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   return PyUnicode_FromString(fl_abi_name(fl_plan_abi(self->plan)));
 }
 
-static PyObject *plan_get_runtime(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_runtime(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   return PyLong_FromSize_t(self->args.nruntime);
 }
 
-static PyObject *plan_get_call_args(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_call_args(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   return PyLong_FromSize_t(self->args.ncall);
 }
 
-static PyObject *plan_get_ignored(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_ignored(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   PyObject *list = PyList_New(0);
   for (size_t i = 0; list && self->args.argmap && i < self->args.ncall; i++) {
@@ -323,7 +334,8 @@ static PyObject *plan_get_ignored(fl_PlanObject *self, void *closure) {
   return tuple;
 }
 
-static PyObject *plan_get_template(fl_PlanObject *self, void *closure) {
+static PyObject *plan_get_template(PyObject *op, void *closure) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   (void)closure;
   size_t size = fl_plan_layout(self->plan)->size;
   PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
@@ -333,7 +345,10 @@ static PyObject *plan_get_template(fl_PlanObject *self, void *closure) {
   return bytes;
 }
 
-static PyObject *plan_resolve_grid(fl_PlanObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *plan_resolve_grid(PyObject *op, PyObject *argtuple) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
+  PyObject *const *args = &PyTuple_GET_ITEM(argtuple, 0);
+  Py_ssize_t nargs = PyTuple_GET_SIZE(argtuple);
   /* resolve_grid(*args): the grid a launch with these arguments would use. Every path takes what a
    * launch takes: past the stack array, the values go on the heap, as in fl_ext_plan_launch. */
   fl_value stack_values[FL_EXT_STACK_VALUES];
@@ -351,34 +366,35 @@ static PyObject *plan_resolve_grid(fl_PlanObject *self, PyObject *const *args, P
   return result;
 }
 
-static PyObject *plan_repr(fl_PlanObject *self) {
+static PyObject *plan_repr(PyObject *op) {
+  fl_PlanObject *self = (fl_PlanObject *)op;
   return PyUnicode_FromFormat("<fastlaunch Plan %U backend=%s abi=%s args=%zu runtime=%zu grid=%s>", self->name,
                               fl_backend_name(fl_plan_backend(self->plan)), fl_abi_name(fl_plan_abi(self->plan)), fl_plan_nargs(self->plan), self->args.nruntime,
                               (const char *[]){"caller", "static", "program"}[fl_plan_grid_mode(self->plan)]);
 }
 
 static PyMemberDef plan_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(fl_PlanObject, vectorcall), READONLY, NULL},
-    {"owner", T_OBJECT, offsetof(fl_PlanObject, owner), READONLY, "what owns the kernel handle, kept alive"},
-    {"name", T_OBJECT, offsetof(fl_PlanObject, name), READONLY, "the kernel's name"},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(fl_PlanObject, vectorcall), Py_READONLY, NULL},
+    {"owner", Py_T_OBJECT_EX, offsetof(fl_PlanObject, owner), Py_READONLY, "what owns the kernel handle, kept alive"},
+    {"name", Py_T_OBJECT_EX, offsetof(fl_PlanObject, name), Py_READONLY, "the kernel's name"},
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyGetSetDef plan_getset[] = {
-    {"layout", (getter)plan_get_layout, NULL, "the packed buffer's layout (size, args, grid, ffts, hidden)", NULL},
-    {"kinds", (getter)plan_get_kinds, NULL, "argument kinds", NULL},
-    {"grid_mode", (getter)plan_get_grid_mode, NULL, "'static', 'program' or 'caller'", NULL},
-    {"backend", (getter)plan_get_backend, NULL, "the backend's name", NULL},
-    {"abi", (getter)plan_get_abi, NULL, "the ABI flavour of its packed buffer", NULL},
-    {"runtime_arg_count", (getter)plan_get_runtime, NULL, "runtime kernel arguments per launch", NULL},
-    {"call_arg_count", (getter)plan_get_call_args, NULL, "positional arguments per call (ignored ones included)", NULL},
-    {"ignored", (getter)plan_get_ignored, NULL, "positions of the call's arguments the plan skips", NULL},
-    {"template", (getter)plan_get_template, NULL, "the template buffer as bytes", NULL},
+    {"layout", plan_get_layout, NULL, "the packed buffer's layout (size, args, grid, ffts, hidden)", NULL},
+    {"kinds", plan_get_kinds, NULL, "argument kinds", NULL},
+    {"grid_mode", plan_get_grid_mode, NULL, "'static', 'program' or 'caller'", NULL},
+    {"backend", plan_get_backend, NULL, "the backend's name", NULL},
+    {"abi", plan_get_abi, NULL, "the ABI flavour of its packed buffer", NULL},
+    {"runtime_arg_count", plan_get_runtime, NULL, "runtime kernel arguments per launch", NULL},
+    {"call_arg_count", plan_get_call_args, NULL, "positional arguments per call (ignored ones included)", NULL},
+    {"ignored", plan_get_ignored, NULL, "positions of the call's arguments the plan skips", NULL},
+    {"template", plan_get_template, NULL, "the template buffer as bytes", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMethodDef plan_methods[] = {
-    {"resolve_grid", (PyCFunction)(void (*)(void))plan_resolve_grid, METH_FASTCALL,
+    {"resolve_grid", plan_resolve_grid, METH_VARARGS,
      "resolve_grid(*args) -> (x, y, z): the grid a launch with these runtime args would use"},
     {NULL, NULL, 0, NULL},
 };
@@ -394,7 +410,7 @@ static PyType_Slot plan_slots[] = {
     {Py_tp_getset, plan_getset},
     {Py_tp_methods, plan_methods},
     {Py_tp_doc, "Plan(kernel, kinds, *, backend='host', abi=None, options=None, owner=None, runtime_arg_count=None, "
-                "fixed_args=(), grid=None, grid_exprs=None, arg_names=None, name=None, ignore=None): a launch plan, "
+                "fixed_args=(), grid=None, grid_exprs=None, arg_names=None, name=None, ignore=None)\n--\n\nA launch plan, "
                 "built once.\n\nabi is the ABI flavour (default: the backend's own); options are that flavour's "
                 "options by name (cuda: hidden_ptrs, num_warps, num_ctas, shared_mem, cooperative, pdl; npu: ffts, "
                 "simt_only, dtdata, scratch, ffts_addr, simt, dyn_ubuf, clamp_blocks).\n\n"

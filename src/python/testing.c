@@ -65,14 +65,15 @@ static PyObject *floor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   return (PyObject *)self;
 }
 
-static void floor_dealloc(FloorObject *self) {
+static void floor_dealloc(PyObject *op) {
+  FloorObject *self = (FloorObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   tp->tp_free(self);
   Py_DECREF(tp);
 }
 
 static PyMemberDef floor_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FloorObject, vectorcall), READONLY, NULL},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(FloorObject, vectorcall), Py_READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -81,7 +82,7 @@ static PyType_Slot floor_slots[] = {
     {Py_tp_dealloc, floor_dealloc},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_members, floor_members},
-    {Py_tp_doc, "Floor(kinds, *, unpack=True): extracts its arguments like a launch and submits nothing "
+    {Py_tp_doc, "Floor(kinds, *, unpack=True)\n--\n\nExtracts its arguments like a launch and submits nothing "
                 "(the benchmark floor); unpack=False reads every tensor through data_ptr()."},
     {0, NULL},
 };
@@ -359,19 +360,19 @@ static PyObject *ext_bench_unpack(PyObject *module, PyObject *args) {
 
 PyMethodDef fl_ext_testing_methods[] = {
     {"bench_unpack", ext_bench_unpack, METH_VARARGS,
-     "bench_unpack(tensors, rounds) -> (door_ns, data_ptr_ns, door_sum, data_ptr_sum): ns per tensor each way"},
+     "bench_unpack($module, tensors, rounds, /)\n--\n\n-> (door_ns, data_ptr_ns, door_sum, data_ptr_sum): ns per tensor each way"},
 
     {"bench_subscript_loop", ext_bench_subscript_loop, METH_VARARGS,
-     "bench_subscript_loop(obj, key, args, kwargs, n) -> ns: n calls of obj[key](*args, **kwargs) in C"},
+     "bench_subscript_loop($module, obj, key, args, kwargs, n, /)\n--\n\n-> ns: n calls of obj[key](*args, **kwargs) in C"},
     {"bench_loop", ext_bench_loop, METH_VARARGS,
-     "bench_loop(callable, args, kwargs, n) -> ns: n calls from a C loop, for benchmarks"},
+     "bench_loop($module, callable, args, kwargs, n, /)\n--\n\n-> ns: n calls from a C loop, for benchmarks"},
     {"bench_launch_loop", ext_bench_launch_loop, METH_VARARGS,
-     "bench_launch_loop(plan, args, stream, n) -> ns: the backend's own launch loop over this plan (cuda only)"},
+     "bench_launch_loop($module, plan, args, stream, n, /)\n--\n\n-> ns: the backend's own launch loop over this plan (cuda only)"},
     {"fault_inject", ext_fault_inject, METH_VARARGS,
-     "fault_inject(point, one_in=1, seed=0, plan=None): tests only; point is none, pack, grid, "
+     "fault_inject($module, point, one_in=1, seed=0, plan=None, /)\n--\n\nTests only; point is none, pack, grid, "
      "submit_refused, submit_after or submit_lost, armed on one plan"},
-    {"fault_fired", ext_fault_fired, METH_NOARGS, "faults fired since fault_inject"},
-    {"grid_eval", ext_grid_eval, METH_VARARGS, "grid_eval(expr, names, values) -> int"},
+    {"fault_fired", ext_fault_fired, METH_NOARGS, "fault_fired($module, /)\n--\n\n-> int: faults fired since fault_inject"},
+    {"grid_eval", ext_grid_eval, METH_VARARGS, "grid_eval($module, expr, names, values, /)\n--\n\n-> int: one grid expression evaluated"},
     {NULL, NULL, 0, NULL},
 };
 
