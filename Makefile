@@ -10,7 +10,7 @@ ASAN := build/sanitize
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
-.PHONY: all test test-versions check-install bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean
+.PHONY: all test test-versions check-install clang-strict bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean
 
 all: $(VENV)/.installed
 
@@ -23,9 +23,28 @@ $(VENV)/.deps:
 $(BUILD)/build.ninja: $(VENV)/.deps
 	$(VENV)/bin/meson setup $(BUILD) -Dpython=disabled --reconfigure >/dev/null || $(VENV)/bin/meson setup $(BUILD) -Dpython=disabled
 
-$(ASAN)/build.ninja: $(VENV)/.deps
-	$(VENV)/bin/meson setup $(ASAN) -Dpython=disabled -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false --reconfigure >/dev/null || \
-	  $(VENV)/bin/meson setup $(ASAN) -Dpython=disabled -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+# The sanitizer build uses clang 19 (Debian's clang-19, installed when missing): ASan and UBSan with
+# -fsanitize=function (a call through a pointer of the wrong function type) and
+# -Wcast-function-type-strict (no cast between function types at all).
+CLANG19 ?= clang-19
+SAN_ARGS := -Dpython=disabled -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
+	"-Dc_args=-fsanitize=function -fno-sanitize-recover=function -Wcast-function-type-strict"
+build/.clang19:
+	@mkdir -p build
+	@command -v $(CLANG19) >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq clang-19 >/dev/null)
+	@touch $@
+
+$(ASAN)/build.ninja: $(VENV)/.deps build/.clang19
+	CC=$(CLANG19) $(VENV)/bin/meson setup $(ASAN) $(SAN_ARGS) --reconfigure >/dev/null 2>&1 || \
+	  (rm -rf $(ASAN) && CC=$(CLANG19) $(VENV)/bin/meson setup $(ASAN) $(SAN_ARGS))
+
+# The extension's sources under the same clang and warnings (its sanitized run is fuzz-python's).
+PYINC = $(shell $(VPY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+clang-strict: $(VENV)/.deps build/.clang19
+	@for f in $$(git ls-files 'src/python/*.c'); do \
+	  $(CLANG19) -std=c11 -Wall -Wextra -Werror -Wcast-function-type-strict -D_GNU_SOURCE -fsyntax-only \
+	    -Iinclude -Isrc -Isrc/tensor -I$(PYINC) $$f || exit 1; done
+	@echo "clang 19, -Wcast-function-type-strict: src/python clean"
 
 # The package (extension included) installed into the virtual environment, rebuilt when a source changes.
 $(VENV)/.installed: $(VENV)/.deps $(SOURCES) pyproject.toml
@@ -119,7 +138,7 @@ jit-sanitize: $(PYASAN)/stage/.built
 	  { tail -40 build/jit-sanitize.log; cat build/jit-sanitize.json; exit 1; }
 	@echo "jit under ASan+UBSan: $$(grep -E '"(identical|mismatches)"' build/jit-sanitize.json | tr -d ' \n')"
 
-test: ctest ctest-sanitize ctest-tsan fuzz-quick jit-sanitize pytest
+test: ctest ctest-sanitize clang-strict ctest-tsan fuzz-quick jit-sanitize pytest
 
 # The Python suite on Python 3.10 to 3.13, each with its oldest and newest torch (3.13 with 2.13 to
 # 2.15; `VERSIONS_ARGS=--all` for every pair), each torch with the Triton it requires: venvs built once
