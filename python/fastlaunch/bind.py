@@ -113,8 +113,9 @@ class BoundLaunch:
         self._full_entry_reason = adapter.static_full_entry_reason(autotuner)
         self._flags = tuple(adapter.flags())
         self._entry: FinalizedLaunch | None = None
-        self._plan = None
-        self._plan_launcher = None
+        # (plan, the launcher it was built from) or None: one attribute, read once per call, so a
+        # thread dropping the plan while others launch never leaves them half of a pair.
+        self._planned = None
         self._negative_launcher = None
         self._negative_reason = None
         self.stats = SiteStats()
@@ -140,8 +141,7 @@ class BoundLaunch:
         elif self._slot_attr is not None and self._slot_attr in vars(self.autotuner):
             delattr(self.autotuner, self._slot_attr)
         self._entry = None
-        self._plan = None
-        self._plan_launcher = None
+        self._planned = None
         self._uninstalled = True
         with _sites_lock:
             _sites.discard(self)
@@ -155,15 +155,20 @@ class BoundLaunch:
         # coordinate descent, saving binaries, registering the winner) completes before promotion.
         launcher = self._stable_launcher() if self._warm else None
         if launcher is not None:
-            if self._plan is not None and self._plan_launcher is launcher:
-                return self._launch(args, stream)
+            planned = self._planned
+            if planned is not None and planned[1] is launcher:
+                return self._launch(planned, args, stream)
             if self._negative_launcher is launcher:
                 self.stats.fallbacks["negative_cache"] += 1
                 self.stats.stock += 1
                 return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
             self._drop_plan()
             if self._promote(launcher, args, before_launch=True):
-                return self._launch(args, stream)
+                planned = self._planned
+                if planned is not None:  # another thread may have dropped it already
+                    return self._launch(planned, args, stream)
+                self.stats.stock += 1
+                return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
             if self._negative_launcher is launcher:
                 self.stats.stock += 1
                 return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
@@ -172,7 +177,8 @@ class BoundLaunch:
         result = self._stock("warmup", args, stream, benchmark_run, kwargs)
         self._warm = True
         launcher = self._stable_launcher()
-        if launcher is not None and self._negative_launcher is not launcher and self._plan_launcher is not launcher:
+        planned = self._planned
+        if launcher is not None and self._negative_launcher is not launcher and (planned is None or planned[1] is not launcher):
             # The call has run: whatever promotion raises must not reach the caller, who would
             # take the call for failed and might run it again.
             self._promote(launcher, args)
@@ -187,18 +193,20 @@ class BoundLaunch:
         if reason == "launch_hooks":
             # Hooks see this call through the stock launcher; the plan stays for the next one. The
             # entry checked the launcher and the keywords first; re-decide if that changed since.
-            if kwargs or self._plan_launcher is None or self._stable_launcher() is not self._plan_launcher:
+            planned = self._planned
+            if kwargs or planned is None or self._stable_launcher() is not planned[1]:
                 return self(*args, stream=stream, **kwargs)
             self.stats.stock += 1
-            return self.adapter.call_launcher(self.autotuner, self._plan_launcher, args, stream)
+            return self.adapter.call_launcher(self.autotuner, planned[1], args, stream)
         if reason == "launcher_changed":
             self._drop_plan()
             return self(*args, stream=stream, **kwargs)
         if reason.split(":", 1)[0] in _CHECK_REASONS or any(reason == f[2] for f in self._flags):
             return self._stock(reason, args, stream, kwargs.pop("benchmark_run", False), kwargs)
         # A launch refused before the submit boundary.
-        if stable:
-            self._install_negative(self._plan_launcher, reason)
+        planned = self._planned
+        if stable and planned is not None:
+            self._install_negative(planned[1], reason)
         return self._stock(reason, args, stream, False, kwargs)
 
     # ---- internals ----
@@ -267,8 +275,7 @@ class BoundLaunch:
             self.stats.refusals[reason] += 1
             self._install_negative(launcher, reason)
             return False
-        self._plan = plan
-        self._plan_launcher = launcher
+        self._planned = (plan, launcher)
         self._negative_launcher = None
         self._negative_reason = None
         self.stats.promotions += 1
@@ -284,9 +291,8 @@ class BoundLaunch:
                  plan.runtime_arg_count, plan.grid_mode)
         return True
 
-    def _launch(self, args, stream):
-        plan = self._plan
-        launcher = self._plan_launcher
+    def _launch(self, planned, args, stream):
+        plan, launcher = planned
         if self.adapter.legacy_hooks_active(launcher) or any(self.adapter.hook_lists(launcher)):
             self.stats.fallbacks["launch_hooks"] += 1
             self.stats.stock += 1
@@ -311,12 +317,12 @@ class BoundLaunch:
         log.info("fastlaunch: %s: refused: %s", self.site, reason)
 
     def _drop_plan(self):
-        if self._entry is not None or self._plan is not None:
-            if self._entry is not None:
-                self._retired_fast += self._entry.calls
+        entry = self._entry
+        if entry is not None or self._planned is not None:
+            if entry is not None:
+                self._retired_fast += entry.calls
             self._entry = None
-            self._plan = None
-            self._plan_launcher = None
+            self._planned = None
             self.install(self)
 
     # ---- public seams (tools, tests, the C entry) ----
@@ -339,12 +345,14 @@ class BoundLaunch:
     @property
     def plan(self):
         """The plan of the current promotion, or None."""
-        return self._plan
+        planned = self._planned
+        return planned[0] if planned is not None else None
 
     @property
     def planned_launcher(self):
         """The launcher the current plan was built from, or None."""
-        return self._plan_launcher
+        planned = self._planned
+        return planned[1] if planned is not None else None
 
     @property
     def negative_launcher(self):
