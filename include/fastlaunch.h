@@ -349,8 +349,9 @@ typedef struct fl_plan_desc {
   fl_grid_mode grid_mode;
   int64_t static_grid[3];    /* FL_GRID_STATIC */
   const char *grid_exprs[3]; /* FL_GRID_PROGRAM: one expression per dimension */
-  /* Names by which grid expressions refer to arguments (nkinds entries, may be NULL). An argument
-   * can always be named $N. Fixed integer arguments are folded into constants. */
+  /* Names by which grid expressions refer to arguments: NULL, or nkinds entries, each a non-NULL
+   * identifier, none repeated (arg_name_null, arg_name_invalid, arg_name_duplicate otherwise). An
+   * argument can always be named $N. Fixed integer arguments are folded into constants. */
   const char *const *arg_names;
 } fl_plan_desc;
 
@@ -372,7 +373,8 @@ FL_EXTERN fl_abi fl_plan_abi(const fl_plan *plan);
 FL_EXTERN int fl_plan_device(const fl_plan *plan);
 FL_EXTERN fl_grid_mode fl_plan_grid_mode(const fl_plan *plan);
 FL_EXTERN const char *fl_plan_name(const fl_plan *plan);
-/* Copies the template buffer (fixed args, static grid, FFTS address) into `dst` (size bytes). */
+/* Copies the template buffer (fixed args, static grid, FFTS address) into `dst` (size bytes, at
+ * least the layout's size): template_dst_null, template_buffer_too_small:<size>:<needed>. */
 FL_EXTERN fl_status fl_plan_template(const fl_plan *plan, void *dst, size_t size, fl_error *err);
 
 /* Launches the plan. `args` holds runtime_arg_count values; `grid` is required for FL_GRID_CALLER

@@ -326,7 +326,8 @@ fl_kind fl_plan_arg_kind(const fl_plan *plan, size_t index) {
 
 fl_status fl_plan_template(const fl_plan *plan, void *dst, size_t size, fl_error *err) {
   if (!plan) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
-  if (!dst || size < plan->layout.size)
+  if (!dst) return fl__fail(err, FL_BAD_VALUE, true, "template_dst_null");
+  if (size < plan->layout.size)
     return fl__fail(err, FL_BAD_VALUE, true, "template_buffer_too_small:%zu:%zu", size, plan->layout.size);
   memcpy(dst, plan->tmpl, plan->layout.size);
   return FL_OK;

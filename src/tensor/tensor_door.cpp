@@ -1,4 +1,5 @@
-// tensor_door.cpp: fastlaunch._tensor, the one C++ file: reads a torch tensor's data pointer and
+// tensor_door.cpp: fastlaunch._tensor, C++ (one of two C++ files, with src/npu_queue), compiled at
+// first use against the imported torch by fastlaunch/_door.py: reads a torch tensor's data pointer and
 // device through torch's own C++ object (THPVariable_Unpack), for the C extension, behind a C
 // function table in a capsule. Optional: without it the extension calls data_ptr().
 #define PY_SSIZE_T_CLEAN

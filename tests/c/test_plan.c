@@ -144,6 +144,7 @@ static void fixed_args_and_template(void) {
   /* Runtime slots start zeroed. */
   for (size_t b = 0; b < 12; b++) ASSERT_EQ(t[b], 0);
   ASSERT_FAILS(fl_plan_template(p, t, 4, &err), &err, FL_BAD_VALUE, "template_buffer_too_small:4:32");
+  ASSERT_FAILS(fl_plan_template(p, NULL, 4096, &err), &err, FL_BAD_VALUE, "template_dst_null");
   uint64_t s;
   ASSERT_OK(fl_stream_create(FL_BACKEND_NULL, &s, &err), &err);
   fl_value args[] = {fl_ptr(t), fl_int(3)};
