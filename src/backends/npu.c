@@ -6,6 +6,7 @@
  * torch_npu runs aten ops through a task queue; while it is on, a launch is enqueued there (the
  * table fl_npu_set_queue installs), so it runs after the ops queued before it. */
 #include "../dl.h"
+#include "fastlaunch_npu_queue.h"
 
 #include <pthread.h>
 #include <stdio.h>

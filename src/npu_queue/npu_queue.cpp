@@ -17,7 +17,7 @@
 #include <new>
 #include <string>
 
-#include "fastlaunch.h"
+#include "fastlaunch_npu_queue.h"
 
 namespace {
 

@@ -25,6 +25,7 @@
 #endif
 
 #include "fastlaunch.h"
+#include "fastlaunch_npu_queue.h"
 #include "tensor_door.h"
 
 /* Module state: everything the extension would otherwise keep in globals. */
