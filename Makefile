@@ -10,7 +10,7 @@ ASAN := build/sanitize
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
-.PHONY: all test test-versions check-install clang-strict bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean
+.PHONY: all test test-versions check-install clang-strict release-check bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean
 
 all: $(VENV)/.installed
 
@@ -46,9 +46,11 @@ clang-strict: $(VENV)/.deps build/.clang19
 	    -Iinclude -Isrc -Isrc/tensor -I$(PYINC) $$f || exit 1; done
 	@echo "clang 19, -Wcast-function-type-strict: src/python clean"
 
-# The package (extension included) installed into the virtual environment, rebuilt when a source changes.
+# The package (extension included) installed into the virtual environment, rebuilt when a source
+# changes: the testing build (bench loops, fault injection, Floor, grid_eval), which the Python suite
+# and the benchmark use; a wheel is built without them.
 $(VENV)/.installed: $(VENV)/.deps $(SOURCES) pyproject.toml
-	$(VPY) -m pip install --quiet --no-build-isolation --no-deps .
+	$(VPY) -m pip install --quiet --no-build-isolation --no-deps -Csetup-args=-Dtesting=true .
 	touch $@
 
 ctest: $(BUILD)/build.ninja
@@ -87,7 +89,7 @@ build/fuzz/.clang:
 	@touch $@
 
 build/fuzz/fuzz_%: fuzz/fuzz_%.c $(CORE_C) include/fastlaunch.h include/fastlaunch_testing.h build/fuzz/.clang
-	$(CLANG) -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	$(CLANG) -g -O1 -D_GNU_SOURCE -DFL_TESTING=1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Iinclude -Isrc $< $(CORE_C) -o $@ -lpthread -ldl -lm
 
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) fuzz-python
@@ -102,9 +104,9 @@ PYASAN := build/pyasan
 PY_FUZZ_CALLS ?= 1000000
 PY_FUZZ_QUICK_CALLS ?= 100000
 $(PYASAN)/stage/.built: $(VENV)/.deps $(SOURCES)
-	$(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dbuildtype=debug \
+	$(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dtesting=true -Dbuildtype=debug \
 	  -Db_sanitize=address,undefined -Db_lundef=false --reconfigure >/dev/null 2>&1 || \
-	  $(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dbuildtype=debug \
+	  $(VENV)/bin/meson setup $(PYASAN) -Dpython=enabled -Dtests=false -Dtesting=true -Dbuildtype=debug \
 	  -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 	$(VENV)/bin/meson compile -C $(PYASAN) >/dev/null
 	rm -rf $(PYASAN)/stage && mkdir -p $(PYASAN)/stage/fastlaunch
@@ -138,7 +140,7 @@ jit-sanitize: $(PYASAN)/stage/.built
 	  { tail -40 build/jit-sanitize.log; cat build/jit-sanitize.json; exit 1; }
 	@echo "jit under ASan+UBSan: $$(grep -E '"(identical|mismatches)"' build/jit-sanitize.json | tr -d ' \n')"
 
-test: ctest ctest-sanitize clang-strict ctest-tsan fuzz-quick jit-sanitize pytest
+test: ctest ctest-sanitize clang-strict release-check ctest-tsan fuzz-quick jit-sanitize pytest
 
 # The Python suite on Python 3.10 to 3.13, each with its oldest and newest torch (3.13 with 2.13 to
 # 2.15; `VERSIONS_ARGS=--all` for every pair), each torch with the Triton it requires: venvs built once
@@ -154,6 +156,10 @@ test-versions:
 # ~/.cache/fastlaunch/install-check), each followed by a launch with tensors. Writes docs/install.md.
 check-install:
 	$(PYTHON) tools/check-install --markdown docs/install.md
+
+# The extension as a wheel builds it carries no test or benchmark code (tools/check-release).
+release-check: $(VENV)/.deps
+	$(VPY) tools/check-release
 
 # The main job: the C benchmark of a planned launch against deriving the layout per call, then
 # every launch path from Python side by side, on the host backend and on the null backend.

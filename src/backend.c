@@ -52,6 +52,7 @@ fl_status fl_backend_info_get(fl_backend_id backend, fl_backend_info *info, fl_e
   return FL_OK;
 }
 
+#ifdef FL_TESTING
 fl_status fl_bench_launch_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
                                uint64_t n, uint64_t *ns, fl_error *err) {
   if (!plan || !packed || !grid || !ns) return fl__fail(err, FL_BAD_VALUE, true, "bench_loop_args_null");
@@ -59,6 +60,7 @@ fl_status fl_bench_launch_loop(const fl_plan *plan, uint64_t stream, const void 
     return fl__fail(err, FL_UNSUPPORTED, true, "bench_loop_unsupported:%s", plan->base->name);
   return plan->base->bench_loop(plan, stream, packed, grid, n, ns, err);
 }
+#endif
 
 static fl_status get_loaded(fl_backend_id backend, const fl__backend **out, fl_error *err) {
   const fl__backend *be = fl__backend_get(backend);

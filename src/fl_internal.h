@@ -3,7 +3,9 @@
 #define FL_INTERNAL_H
 
 #include "fastlaunch.h"
+#ifdef FL_TESTING
 #include "fastlaunch_testing.h"
+#endif
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -124,9 +126,11 @@ typedef struct fl__backend {
   fl_status (*stream_count)(uint64_t stream, uint64_t *count, fl_error *err);
   /* Optional: the device index of the plan's kernel (fl_plan_device); absent: -1. */
   int (*plan_device)(const fl_plan *plan);
-  /* Optional: the backend's own launch loop (fl_bench_launch_loop). */
+#ifdef FL_TESTING
+  /* Optional: the backend's own launch loop (fl_bench_launch_loop, testing builds). */
   fl_status (*bench_loop)(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
                           uint64_t n, uint64_t *ns, fl_error *err);
+#endif
 } fl__backend;
 
 const fl__backend *fl__backend_get(fl_backend_id backend); /* NULL when out of range */
@@ -139,9 +143,11 @@ struct fl_plan {
   atomic_long refcount;
   fl_backend_id backend;
   const fl__backend *base; /* the backend's table */
-  /* The table launches are submitted through: `base`, or fault injection's while a test arms it on
-   * this plan (testing.c). Read once per launch, where `base` would be read anyway. */
+#ifdef FL_TESTING
+  /* Testing builds: the table launches are submitted through: `base`, or fault injection's while
+   * a test arms it on this plan (testing.c). A release build submits through `base`. */
   _Atomic(const fl__backend *) submit_via;
+#endif
   fl_target target;
   void *kernel;
   void *owner;

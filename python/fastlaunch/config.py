@@ -4,6 +4,8 @@
 unknown FASTLAUNCH_* names are warned about by name and ignored. The C library reads the variables
 its backends need itself when a backend first loads (the library paths, the CUDA parameter mode,
 the tensor door's switch); they are listed here with the same meaning, and `read()` checks them too.
+Two are read by testing builds only (`-Dtesting=true`, what `make test` builds; never a wheel): the
+stand-in driver's path and the device check's switch.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ VARIABLES = (
              "in ~/.cache/fastlaunch is found from here too."),
     Variable("FASTLAUNCH_TENSOR_DOOR", "switch", "on", "the C extension, at the first tensor",
              "0 reads every tensor through `data_ptr()` instead of torch's C++ tensor (no C++ compiler is run)."),
-    Variable("FASTLAUNCH_LIBCUDA", "path", "libcuda.so.1", "the cuda backend, when it first loads",
-             "The CUDA driver library to open instead of the system's."),
+    Variable("FASTLAUNCH_LIBCUDA", "path", "libcuda.so.1", "the cuda backend, testing builds only",
+             "The CUDA driver library to open instead of the system's (the tests' stand-in driver)."),
     Variable("FASTLAUNCH_CUDA_PARAMS", "choice:array|packed", "packed", "the cuda backend, when it first loads",
              "`array` passes kernel arguments to cuLaunchKernel as an array of pointers instead of one packed buffer."),
     Variable("FASTLAUNCH_LIBASCENDCL", "path", "libascendcl.so", "the npu backend, when it first loads",
@@ -50,8 +52,8 @@ VARIABLES = (
              "The Ascend runtime library (rtKernelLaunch) to open instead of the system's."),
     Variable("FASTLAUNCH_LIBTORCH_NPU", "path", "libtorch_npu.so (loaded by torch_npu)", "fastlaunch._npu_queue",
              "torch_npu's library, for its task queue, when it is not the one torch_npu loaded."),
-    Variable("FASTLAUNCH_SKIP_DEVICE_CHECK", "switch", "off", "fastlaunch.Plan, when a plan is made",
-             "Testing only: accepts host tensors where a backend wants device memory (the stand-in drivers)."),
+    Variable("FASTLAUNCH_SKIP_DEVICE_CHECK", "switch", "off", "fastlaunch.Plan, testing builds only",
+             "Accepts host tensors where a backend wants device memory (the stand-in drivers)."),
 )
 _BY_NAME = {v.name: v for v in VARIABLES}
 # Read by the repository's tools and tests, never by the package: known, so never warned about.

@@ -42,7 +42,12 @@ static bool use_param_array;
 
 static void load_driver(void) {
   static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
+#ifdef FL_TESTING
+  /* Testing builds: the stand-in driver (tools/fldev/cuda_stub.c) instead of the system's. */
   const char *override = getenv("FASTLAUNCH_LIBCUDA");
+#else
+  const char *override = NULL;
+#endif
   const char *const custom[] = {override, NULL};
   libcuda = fl__dl_open(override && *override ? custom : names, load_why, sizeof load_why);
   if (!libcuda) return;
@@ -213,8 +218,10 @@ static fl_status cuda_submit(const fl_plan *plan, uint64_t stream, const void *a
   return FL_OK;
 }
 
+#ifdef FL_TESTING
 static fl_status cuda_bench_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
                                  uint64_t n, uint64_t *ns, fl_error *err);
+#endif
 
 static int cuda_plan_device(const fl_plan *plan) { return ((const cuda_plan *)plan->backend_data)->device; }
 
@@ -233,10 +240,13 @@ const fl__backend fl__backend_cuda = {
     .plan_fini = cuda_plan_fini,
     .submit = cuda_submit,
     .plan_device = cuda_plan_device,
+#ifdef FL_TESTING
     .bench_loop = cuda_bench_loop,
+#endif
 };
 
-/* ---- module loading, for tools and tests that bring their own cubin ---- */
+#ifdef FL_TESTING
+/* ---- module loading, for tools and tests that bring their own cubin (testing builds) ---- */
 
 fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module, fl_error *err) {
   fl_status st = cuda_load(err);
@@ -281,3 +291,4 @@ static fl_status cuda_bench_loop(const fl_plan *plan, uint64_t stream, const voi
   *ns = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
   return FL_OK;
 }
+#endif /* FL_TESTING */

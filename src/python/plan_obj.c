@@ -207,8 +207,12 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->args.kinds = kinds; /* the object keeps the parsed array */
   /* FASTLAUNCH_SKIP_DEVICE_CHECK=1: host tensors stand in for device memory (CUDA plans against the
    * stub driver of tools/fldev/cuda_stub.c, which launches nothing). Read when a plan is made. */
+#ifdef FL_TESTING
   const char *skip = getenv("FASTLAUNCH_SKIP_DEVICE_CHECK");
   self->args.memory = skip && strcmp(skip, "1") == 0 ? FL_MEMORY_ANY : info.memory;
+#else
+  self->args.memory = info.memory; /* a release build always checks where a tensor lives */
+#endif
   self->args.device = fl_plan_device(plan);
   kinds = NULL;
   if (!self->name) {

@@ -11,7 +11,13 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
 import fastlaunch.host as host
+from fastlaunch import _C
 from fldev import standins
+
+if not hasattr(_C, "fault_inject"):
+    pytest.exit(f"the Python suite needs fastlaunch's testing build (fault injection, bench loops, grid_eval), and "
+                f"{_C.__file__} is a release build: pip install --no-build-isolation -Csetup-args=-Dtesting=true . "
+                "(make test does)", returncode=2)
 
 try:
     import torch
