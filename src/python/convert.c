@@ -64,70 +64,73 @@ static int fail_range(fl_error *err, int r, size_t i, fl_kind kind) {
   return -1;
 }
 
-Py_NO_INLINE int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out,
-                                fl_error *err, const fl_ext_args *spec) {
-  if (kind == FL_KIND_PTR) {
-    if (obj == Py_None) {
-      *out = fl_none();
-      return 0;
-    }
-    PyObject *addr;
-    if (PyLong_CheckExact(obj)) {
-      uint64_t fast;
-      if (fl_ext_u64_of(obj, &fast)) {
-        out->type = FL_VALUE_PTR;
-        out->v.p = fast;
-        return 0;
-      }
-      unsigned long long a = PyLong_AsUnsignedLongLong(obj);
-      if (!(a == (unsigned long long)-1 && PyErr_Occurred())) {
-        out->type = FL_VALUE_PTR;
-        out->v.p = a;
-        return 0;
-      }
-      PyErr_Clear();
-      addr = Py_NewRef(obj); /* out of range: reported below */
-    } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {
-      addr = Py_NewRef(obj);
-    } else {
-      /* A plain tensor: its pointer and device straight from torch's C++ object (the door), and a
-       * tensor from memory the backend does not read is refused before the boundary. */
-      if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
-      uint64_t p;
-      int where, index;
-      if (st->door && !spec->data_ptr_only && st->door->unpack(obj, &p, &where, &index)) {
-        if (FL_EXT_UNLIKELY(spec->memory != FL_MEMORY_ANY && (where != (int)spec->memory ||
-                                                               (spec->device >= 0 && index != spec->device)))) {
-          snprintf(err->reason, sizeof err->reason, "ptr_device_mismatch:%zu", i);
-          err->status = FL_BAD_VALUE;
-          err->backend_submitted = err->stable = false;
-          return -1;
-        }
-        out->type = FL_VALUE_PTR;
-        out->v.p = p;
-        return 0;
-      }
-      PyObject *self_arg[2] = {NULL, obj};
-      addr = PyObject_VectorcallMethod(st->str_data_ptr, self_arg + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-      if (!addr) return fail_extract(err, "ptr_extract_failed", i, NULL, obj);
-      if (!PyLong_Check(addr)) {
-        Py_DECREF(addr);
-        return fail_extract(err, "ptr_extract_failed", i, NULL, obj);
-      }
-    }
-    unsigned long long a = PyLong_AsUnsignedLongLong(addr);
-    Py_DECREF(addr);
-    if (a == (unsigned long long)-1 && PyErr_Occurred()) {
-      PyErr_Clear(); /* negative, or past 64 bits */
-      snprintf(err->reason, sizeof err->reason, "ptr_out_of_range:%zu", i);
-      err->status = FL_BAD_VALUE;
-      err->backend_submitted = err->stable = false;
-      return -1;
-    }
-    *out = fl_ptr((const void *)(uintptr_t)a);
-    out->v.p = a;
+/* A pointer argument: None, an int address, a tensor through the door, else data_ptr(). */
+static inline int extract_ptr(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out, fl_error *err,
+                              const fl_ext_args *spec) {
+  if (obj == Py_None) {
+    *out = fl_none();
     return 0;
   }
+  PyObject *addr;
+  if (PyLong_CheckExact(obj)) {
+    uint64_t fast;
+    if (fl_ext_u64_of(obj, &fast)) {
+      out->type = FL_VALUE_PTR;
+      out->v.p = fast;
+      return 0;
+    }
+    unsigned long long a = PyLong_AsUnsignedLongLong(obj);
+    if (!(a == (unsigned long long)-1 && PyErr_Occurred())) {
+      out->type = FL_VALUE_PTR;
+      out->v.p = a;
+      return 0;
+    }
+    PyErr_Clear();
+    addr = Py_NewRef(obj); /* out of range: reported below */
+  } else if (PyLong_Check(obj) && !PyBool_Check(obj)) {
+    addr = Py_NewRef(obj);
+  } else {
+    /* A plain tensor: its pointer and device straight from torch's C++ object (the door), and a
+     * tensor from memory the backend does not read is refused before the boundary. */
+    if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
+    uint64_t p;
+    int where, index;
+    if (st->door && !spec->data_ptr_only && st->door->unpack(obj, &p, &where, &index)) {
+      if (FL_EXT_UNLIKELY(spec->memory != FL_MEMORY_ANY && (where != (int)spec->memory ||
+                                                             (spec->device >= 0 && index != spec->device)))) {
+        snprintf(err->reason, sizeof err->reason, "ptr_device_mismatch:%zu", i);
+        err->status = FL_BAD_VALUE;
+        err->backend_submitted = err->stable = false;
+        return -1;
+      }
+      out->type = FL_VALUE_PTR;
+      out->v.p = p;
+      return 0;
+    }
+    PyObject *self_arg[2] = {NULL, obj};
+    addr = PyObject_VectorcallMethod(st->str_data_ptr, self_arg + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!addr) return fail_extract(err, "ptr_extract_failed", i, NULL, obj);
+    if (!PyLong_Check(addr)) {
+      Py_DECREF(addr);
+      return fail_extract(err, "ptr_extract_failed", i, NULL, obj);
+    }
+  }
+  unsigned long long a = PyLong_AsUnsignedLongLong(addr);
+  Py_DECREF(addr);
+  if (a == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear(); /* negative, or past 64 bits */
+    snprintf(err->reason, sizeof err->reason, "ptr_out_of_range:%zu", i);
+    err->status = FL_BAD_VALUE;
+    err->backend_submitted = err->stable = false;
+    return -1;
+  }
+  *out = fl_ptr((const void *)(uintptr_t)a);
+  out->v.p = a;
+  return 0;
+}
+
+/* A bool, int or float argument of an integer or float kind. */
+static int extract_number(fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err) {
   if (PyBool_Check(obj)) {
     *out = fl_bool(obj == Py_True);
     return 0;
@@ -168,6 +171,12 @@ Py_NO_INLINE int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, s
     return 0;
   }
   return fail_extract(err, "int_expected", i, fl_kind_name(kind), obj);
+}
+
+Py_NO_INLINE int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out,
+                                fl_error *err, const fl_ext_args *spec) {
+  if (kind == FL_KIND_PTR) return extract_ptr(st, obj, i, out, err, spec);
+  return extract_number(kind, obj, i, out, err);
 }
 
 /* The why of load()'s (module, why), or `otherwise`. */

@@ -75,6 +75,37 @@ static void put(char *out, size_t n, size_t *at, const char *s, size_t len) {
   out[*at] = '\0';
 }
 
+/* The sentence of `row` (or, for a code without one, its words and fields) into out. */
+static void render(const message_row *row, const char *code, const char *arg, const char *const *fields,
+                   const size_t *lens, size_t nf, size_t first, char *out, size_t n) {
+  size_t at = 0;
+  out[0] = '\0';
+  if (!row) {
+    for (size_t i = 0; code[i] && at + 1 < n; i++) out[at++] = code[i] == '_' ? ' ' : code[i];
+    out[at] = '\0';
+    if (nf > 1) {
+      put(out, n, &at, " (", 2);
+      put(out, n, &at, fields[1], strlen(fields[1]));
+      put(out, n, &at, ")", 1);
+    }
+    return;
+  }
+  for (const char *t = row->text; *t; t++) {
+    if (t[0] == '$' && t[1] == 'A') {
+      put(out, n, &at, arg, strlen(arg));
+      t++;
+    } else if (t[0] == '$' && t[1] >= '0' && t[1] <= '3') {
+      size_t f = t[1] == '0' ? 1 : first + (size_t)(t[1] - '1');
+      /* the last field named takes the rest of the reason, colons and all */
+      bool last = t[1] != '0' && !strstr(t + 2, "$");
+      if (f < nf) put(out, n, &at, fields[f], last ? strlen(fields[f]) : lens[f]);
+      t++;
+    } else {
+      put(out, n, &at, t, 1);
+    }
+  }
+}
+
 void fl_ext_describe(const char *reason, PyObject *names, fl_ext_described *d) {
   d->index = -1;
   d->name = NULL;
@@ -120,38 +151,11 @@ void fl_ext_describe(const char *reason, PyObject *names, fl_ext_described *d) {
       snprintf(arg, sizeof arg, "argument %ld", d->index);
     if (!d->name) PyErr_Clear();
   }
-  size_t at = 0, n = sizeof d->message;
-  d->message[0] = '\0';
-  if (!row) {
-    /* A code without a sentence of its own: its words, then its fields. */
-    for (size_t i = 0; i < codelen && at + 1 < n; i++) d->message[at++] = d->code[i] == '_' ? ' ' : d->code[i];
-    d->message[at] = '\0';
-    if (nf > 1) {
-      put(d->message, n, &at, " (", 2);
-      put(d->message, n, &at, fields[1], strlen(fields[1]));
-      put(d->message, n, &at, ")", 1);
-    }
-  } else {
-    for (const char *t = row->text; *t; t++) {
-      if (t[0] == '$' && t[1] == 'A') {
-        put(d->message, n, &at, arg, strlen(arg));
-        t++;
-      } else if (t[0] == '$' && t[1] >= '0' && t[1] <= '3') {
-        size_t f = t[1] == '0' ? 1 : first + (size_t)(t[1] - '1');
-        /* the last field named takes the rest of the reason, colons and all */
-        bool last = t[1] != '0' && !strstr(t + 2, "$");
-        if (f < nf) put(d->message, n, &at, fields[f], last ? strlen(fields[f]) : lens[f]);
-        t++;
-      } else {
-        put(d->message, n, &at, t, 1);
-      }
-    }
-  }
+  render(row, d->code, arg, fields, lens, nf, first, d->message, sizeof d->message);
   if (strcmp(reason, "stream_invalid:0x0") == 0)
     snprintf(d->message, sizeof d->message,
              "stream= is missing or 0: pass stream=<handle>, a stream of this plan's backend "
              "(fastlaunch.host.Stream().handle on the host backend; torch's current stream on a GPU)");
-  (void)at;
   if (entry >= 0) {
     char inner[sizeof d->message];
     memcpy(inner, d->message, sizeof inner);

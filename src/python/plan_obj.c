@@ -92,6 +92,96 @@ static int parse_ignore(PyObject *obj, fl_ext_args *a) {
   return 0;
 }
 
+/* runtime_arg_count=, when given, must be the kinds the fixed args leave. */
+static int check_runtime_count(PyObject *runtime_obj, size_t nfixed, size_t nkinds) {
+  if (runtime_obj == Py_None) return 0;
+  Py_ssize_t r = PyNumber_AsSsize_t(runtime_obj, PyExc_OverflowError);
+  if (r == -1 && PyErr_Occurred()) return -1;
+  if (r < 0 || (size_t)r + nfixed != nkinds) {
+    PyErr_Format(PyExc_ValueError, "runtime_arg_count: %zd runtime + %zu fixed args must equal %zu kinds", r, nfixed,
+                 nkinds);
+    return -1;
+  }
+  return 0;
+}
+
+/* name=: a str without NUL, or None (the library names the plan). */
+static int parse_name(PyObject *name_obj, const char **out) {
+  if (name_obj == Py_None) return 0;
+  Py_ssize_t size = 0;
+  if (!PyUnicode_Check(name_obj) || !(*out = PyUnicode_AsUTF8AndSize(name_obj, &size))) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "name: expected a str, got %.80s", Py_TYPE(name_obj)->tp_name);
+    return -1;
+  }
+  if ((size_t)size != strlen(*out)) {
+    PyErr_SetString(PyExc_ValueError, "name: embedded NUL character");
+    return -1;
+  }
+  return 0;
+}
+
+/* grid= (one to three ints), grid_exprs= (one to three expressions; missing dimensions are 1) or
+ * neither (the caller passes grid= at each launch). The expressions' str live in *keep. */
+static int parse_grid_spec(PyObject *grid_obj, PyObject *exprs_obj, fl_plan_desc *d, const char ***exprs,
+                           PyObject **keep) {
+  fl_error err;
+  if (grid_obj != Py_None && exprs_obj != Py_None) {
+    PyErr_SetString(PyExc_ValueError, "grid and grid_exprs: give one, not both");
+    return -1;
+  }
+  if (grid_obj != Py_None) {
+    if (fl_ext_parse_grid(grid_obj, d->static_grid, &err) < 0) {
+      PyErr_Format(PyExc_ValueError, "grid: expected 1 to 3 ints, got %R", grid_obj);
+      return -1;
+    }
+    d->grid_mode = FL_GRID_STATIC;
+    return 0;
+  }
+  if (exprs_obj == Py_None) {
+    d->grid_mode = FL_GRID_CALLER;
+    return 0;
+  }
+  if (fl_ext_parse_strings(exprs_obj, "grid_exprs", 0, exprs, keep) < 0) return -1;
+  Py_ssize_t nexprs = PyTuple_GET_SIZE(*keep);
+  if (nexprs < 1 || nexprs > 3) {
+    PyErr_Format(PyExc_ValueError, "grid_exprs: expected 1 to 3 expressions (x, y, z), got %zd", nexprs);
+    return -1;
+  }
+  d->grid_mode = FL_GRID_PROGRAM;
+  for (Py_ssize_t i = 0; i < 3; i++) d->grid_exprs[i] = i < nexprs ? (*exprs)[i] : "1";
+  return 0;
+}
+
+/* The Plan object around a built plan; it takes the plan's reference and `kinds` (freed on failure). */
+static fl_PlanObject *wrap_plan(PyTypeObject *type, fl_ext_state *st, fl_plan *plan, PyObject *owner,
+                                PyObject *names, fl_kind *kinds, const fl_backend_info *info) {
+  fl_PlanObject *self = (fl_PlanObject *)type->tp_alloc(type, 0);
+  if (!self) {
+    fl_plan_release(plan);
+    PyMem_Free(kinds);
+    return NULL;
+  }
+  self->vectorcall = plan_vectorcall;
+  self->plan = plan;
+  self->state = st;
+  self->owner = Py_NewRef(owner);
+  self->name = PyUnicode_FromString(fl_plan_name(plan));
+  self->arg_names = Py_XNewRef(names);
+  self->args.nruntime = self->args.ncall = fl_plan_runtime_arg_count(plan);
+  self->args.kinds = kinds;
+#ifdef FL_TESTING
+  /* FASTLAUNCH_SKIP_DEVICE_CHECK=1: host tensors stand in for device memory (CUDA plans against the
+   * stub driver of tools/fldev/cuda_stub.c, which launches nothing). Read when a plan is made. */
+  const char *skip = getenv("FASTLAUNCH_SKIP_DEVICE_CHECK");
+  self->args.memory = skip && strcmp(skip, "1") == 0 ? FL_MEMORY_ANY : info->memory;
+#else
+  self->args.memory = info->memory; /* a release build always checks where a tensor lives */
+#endif
+  self->args.device = fl_plan_device(plan);
+  if (!self->name) Py_CLEAR(self);
+  return self;
+}
+
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"kernel", "kinds", "backend", "abi", "options", "owner", "runtime_arg_count", "fixed_args",
                            "grid", "grid_exprs", "arg_names", "name", "ignore", NULL};
@@ -116,7 +206,6 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   fl_backend_info info;
   fl_error err;
 
-  Py_ssize_t size = 0;
   if (fl_ext_parse_backend(backend_obj, &d.backend) < 0) goto error;
   if (fl_backend_info_get(d.backend, &info, &err) != FL_OK) {
     fl_ext_raise_unavailable(st, &err);
@@ -129,25 +218,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyErr_Format(PyExc_ValueError, "fixed_args: %zu values for %zu kinds", nfixed, nkinds);
     goto error;
   }
-  if (runtime_obj != Py_None) {
-    Py_ssize_t r = PyNumber_AsSsize_t(runtime_obj, PyExc_OverflowError);
-    if (r == -1 && PyErr_Occurred()) goto error;
-    if (r < 0 || (size_t)r + nfixed != nkinds) {
-      PyErr_Format(PyExc_ValueError, "runtime_arg_count: %zd runtime + %zu fixed args must equal %zu kinds", r, nfixed,
-                   nkinds);
-      goto error;
-    }
-  }
-  if (name_obj != Py_None) {
-    if (!PyUnicode_Check(name_obj) || !(d.name = PyUnicode_AsUTF8AndSize(name_obj, &size))) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "name: expected a str, got %.80s", Py_TYPE(name_obj)->tp_name);
-      goto error;
-    }
-    if ((size_t)size != strlen(d.name)) {
-      PyErr_SetString(PyExc_ValueError, "name: embedded NUL character");
-      goto error;
-    }
-  }
+  if (check_runtime_count(runtime_obj, nfixed, nkinds) < 0 || parse_name(name_obj, &d.name) < 0) goto error;
   d.kinds = kinds;
   d.nkinds = nkinds;
   d.runtime_arg_count = nkinds - nfixed;
@@ -157,29 +228,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     d.owner = lib;
     d.owner_release = fl_host_lib_release_owner;
   }
-  if (grid_obj != Py_None && exprs_obj != Py_None) {
-    PyErr_SetString(PyExc_ValueError, "grid and grid_exprs: give one, not both");
-    goto error;
-  }
-  if (grid_obj != Py_None) {
-    if (fl_ext_parse_grid(grid_obj, d.static_grid, &err) < 0) {
-      PyErr_Format(PyExc_ValueError, "grid: expected 1 to 3 ints, got %R", grid_obj);
-      goto error;
-    }
-    d.grid_mode = FL_GRID_STATIC;
-  } else if (exprs_obj != Py_None) {
-    /* One to three expressions, as grid= takes one to three ints: missing dimensions are 1. */
-    if (fl_ext_parse_strings(exprs_obj, "grid_exprs", 0, &exprs, &exprs_keep) < 0) goto error;
-    Py_ssize_t nexprs = PyTuple_GET_SIZE(exprs_keep);
-    if (nexprs < 1 || nexprs > 3) {
-      PyErr_Format(PyExc_ValueError, "grid_exprs: expected 1 to 3 expressions (x, y, z), got %zd", nexprs);
-      goto error;
-    }
-    d.grid_mode = FL_GRID_PROGRAM;
-    for (Py_ssize_t i = 0; i < 3; i++) d.grid_exprs[i] = i < nexprs ? exprs[i] : "1";
-  } else {
-    d.grid_mode = FL_GRID_CALLER;
-  }
+  if (parse_grid_spec(grid_obj, exprs_obj, &d, &exprs, &exprs_keep) < 0) goto error;
   if (names_obj != Py_None) {
     if (fl_ext_parse_strings(names_obj, "arg_names", nkinds, &names, &names_keep) < 0) goto error;
     d.arg_names = names;
@@ -192,34 +241,9 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     goto error;
   }
   lib = NULL; /* the plan owns that reference now */
-  self = (fl_PlanObject *)type->tp_alloc(type, 0);
-  if (!self) {
-    fl_plan_release(plan);
-    goto error;
-  }
-  self->vectorcall = plan_vectorcall;
-  self->plan = plan;
-  self->state = st;
-  self->owner = Py_NewRef(owner);
-  self->name = PyUnicode_FromString(fl_plan_name(plan));
-  self->arg_names = Py_XNewRef(names_keep);
-  self->args.nruntime = self->args.ncall = fl_plan_runtime_arg_count(plan);
-  self->args.kinds = kinds; /* the object keeps the parsed array */
-  /* FASTLAUNCH_SKIP_DEVICE_CHECK=1: host tensors stand in for device memory (CUDA plans against the
-   * stub driver of tools/fldev/cuda_stub.c, which launches nothing). Read when a plan is made. */
-#ifdef FL_TESTING
-  const char *skip = getenv("FASTLAUNCH_SKIP_DEVICE_CHECK");
-  self->args.memory = skip && strcmp(skip, "1") == 0 ? FL_MEMORY_ANY : info.memory;
-#else
-  self->args.memory = info.memory; /* a release build always checks where a tensor lives */
-#endif
-  self->args.device = fl_plan_device(plan);
-  kinds = NULL;
-  if (!self->name) {
-    Py_CLEAR(self);
-    goto error;
-  }
-  if (ignore_obj != Py_None && parse_ignore(ignore_obj, &self->args) < 0) Py_CLEAR(self);
+  self = wrap_plan(type, st, plan, owner, names_keep, kinds, &info);
+  kinds = NULL; /* the object keeps the parsed array (or freed it) */
+  if (self && ignore_obj != Py_None && parse_ignore(ignore_obj, &self->args) < 0) Py_CLEAR(self);
 error:
   if (lib) fl_host_lib_release(lib);
   PyMem_Free(kinds);
