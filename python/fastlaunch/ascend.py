@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 
 from fastlaunch import FastLaunchPlanUnavailable, Plan
-from fastlaunch.triton import _meta, abi_from_signature
+from fastlaunch.triton_plan import _meta, abi_from_signature
 
 # Scalars Triton-Ascend 3.2.0's launcher parses (its extracted-type map); pointers always.
 LAUNCHER_SCALARS = frozenset({"i1", "i32", "i64", "u32", "u64", "fp16", "bf16", "fp32", "f32", "fp64"})

@@ -28,7 +28,7 @@ import weakref
 
 from fastlaunch._C import FastLaunchPlanUnavailable, FinalizedLaunch, Plan
 from fastlaunch.bind import Adapter, BoundLaunch, bind
-from fastlaunch.triton import abi_from_signature, launch_options_of
+from fastlaunch.triton_plan import abi_from_signature, launch_options_of
 
 log = logging.getLogger("fastlaunch")
 

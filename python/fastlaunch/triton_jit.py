@@ -426,7 +426,7 @@ class _Policy:
         d.invalidate()  # used_global_vals and the grid's guards enter the watched set
 
     def _plan(self, kernel):
-        from fastlaunch.triton import abi_of, plan_from_compiled
+        from fastlaunch.triton_plan import abi_of, plan_from_compiled
 
         abi = abi_of(kernel)
         params = [p.name for p in self.fn.params]

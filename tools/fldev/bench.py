@@ -26,6 +26,7 @@ from fastlaunch import _C
 from fastlaunch._C import FastLaunchError, Floor, Plan
 import fastlaunch.host as host
 from fldev import standins
+from fldev.seed import SeedFinalized, SeedPlannedLaunch, profiler_flag as _profiler_flag
 from fastlaunch.bind import bind
 
 try:
@@ -43,56 +44,7 @@ MODES = ["floor", "floor-unpack", "stock-model", "seed", "fastlaunch", "fastlaun
 NOOP = "void noop(const void *args, const fl_host_program *p) { (void)args; (void)p; }\n"
 
 
-# ---- the seed's layering, rebuilt in Python for comparison (its behaviour, not its code) ----
-class SeedPlannedLaunch:
-    """The seed's planned-launch object: Python checks, then the C entry with the packed plan."""
-
-    def __init__(self, plan, launcher, nargs):
-        self.plan = plan
-        self.launcher = launcher
-        self.nargs = nargs
-
-    def __call__(self, args, stream=None):
-        if len(args) != self.nargs:
-            raise FastLaunchError(f"args_size_mismatch:{len(args)}:{self.nargs}", backend_submitted=False, stable=True)
-        if stream is None:
-            raise FastLaunchError("stream_is_none", backend_submitted=False)
-        try:
-            self.plan(*args, stream=stream)
-        except FastLaunchError as exc:
-            # The seed treats anything raised inside its C++ entry as submitted.
-            raise FastLaunchError(f"backend_error:{exc.reason}", backend_submitted=True) from exc
-
-
-class SeedFinalized:
-    """The seed's finalized call-slot object: its per-call checks in Python, then the direct call."""
-
-    def __init__(self, autotuner, direct, hook_lists, profiler):
-        self.autotuner = autotuner
-        self.direct = direct
-        self.hook_lists = hook_lists
-        self.profiler = profiler
-
-    def __call__(self, *args, stream=None, benchmark_run=False, **kwargs):
-        if benchmark_run or kwargs or (self.profiler is not None and getattr(*self.profiler)):
-            return self.autotuner.run(*args, stream=stream, benchmark_run=benchmark_run, **kwargs)
-        launchers = self.autotuner.launchers
-        if len(launchers) != 1 or launchers[0] is not self.direct.launcher:
-            return self.autotuner.run(*args, stream=stream)
-        if any(self.hook_lists):
-            return self.direct.launcher(*args, stream=stream)
-        return self.direct(args, stream=stream)
-
-
 # ---- building one case ----
-def _profiler_flag():
-    if torch is None:
-        return None
-    import torch.autograd.profiler as prof
-
-    return (prof, "_is_profiler_enabled")
-
-
 class _Adapter(standins.HostAdapter):
     def profiler_flag(self):
         return _profiler_flag()

@@ -48,7 +48,7 @@ class Case:
         import torch
 
         from fastlaunch import FinalizedLaunch, Plan, _C
-        from fldev.bench import SeedFinalized, SeedPlannedLaunch, _profiler_flag
+        from fldev.seed import SeedFinalized, SeedPlannedLaunch, profiler_flag as _profiler_flag
 
         self.name = name
         kinds = ["ptr"] * ntensors + ["i32"] * nints

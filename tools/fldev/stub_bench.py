@@ -83,7 +83,7 @@ class Case:
         import inductor_kernels as IK
         from fastlaunch import FinalizedLaunch, _C, inductor
         from fastlaunch.triton import plan_from_compiled
-        from fldev.bench import SeedFinalized, SeedPlannedLaunch, _profiler_flag
+        from fldev.seed import SeedFinalized, SeedPlannedLaunch, profiler_flag as _profiler_flag
 
         global triton
         triton = triton_mod = sys.modules["triton"]

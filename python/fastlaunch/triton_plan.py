@@ -1,0 +1,218 @@
+"""Plans from Triton compiled kernels (fastlaunch.triton re-exports what is public here).
+
+`abi_of(compiled)` reads a CompiledKernel's signature (constexprs dropped, tuples flattened), its
+metadata (num_warps, num_ctas, shared, scratch sizes, cooperative, PDL) and the hidden trailing
+pointer slots the Triton version in use appends. `plan_from_compiled(...)` builds a fastlaunch Plan
+whose owner is the compiled kernel, so the module stays loaded while the plan lives.
+
+Triton 3.2 to 3.9 are recognised by feature, never by version number: how the signature and the
+constants are keyed, which metadata fields exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastlaunch import _C
+from fastlaunch._C import FastLaunchPlanUnavailable, Plan
+
+
+@dataclass
+class TritonABI:
+    names: list            # the ABI arguments' names (tuple members as "name_j")
+    kinds: list            # their kinds (kind names)
+    positions: list        # for each ABI argument, (index of the Python argument, tuple member or None)
+    hidden_ptrs: int       # trailing pointer slots (global scratch, profile scratch)
+    num_warps: int = 4
+    num_ctas: int = 1
+    shared: int = 0
+    cooperative: bool = False
+    pdl: bool = False
+    global_scratch_size: int = 0
+    profile_scratch_size: int = 0
+    constexprs: dict = field(default_factory=dict)
+
+
+def _meta(metadata, name, default):
+    if isinstance(metadata, dict):
+        return metadata.get(name, default)
+    return getattr(metadata, name, default)
+
+
+def _has_meta(metadata, name):
+    if isinstance(metadata, dict):
+        return name in metadata
+    return hasattr(metadata, name) or name in getattr(metadata, "_fields", ())
+
+
+def _constant_keys(constants):
+    """Normalises a constants mapping to a set of keys: argument names, (index,) tuples and ints."""
+    keys = set()
+    for k in (constants or {}):
+        keys.add(k)
+        if isinstance(k, tuple) and len(k) == 1:
+            keys.add(k[0])
+    return keys
+
+
+def _ctas_per_cluster(metadata) -> int:
+    """How many CTAs each program of the grid becomes, as the launcher of the Triton in use counts
+    them. Triton <= 3.5 keeps `cluster_dims` (x, y, z) and, when num_ctas != 1, multiplies every grid
+    dimension by it; later versions multiply x by num_ctas. fastlaunch launches clusters along x
+    only, so a cluster with y or z extent is refused."""
+    num_ctas = int(_meta(metadata, "num_ctas", 1) or 1)
+    if num_ctas == 1:
+        return 1
+    cluster = _meta(metadata, "cluster_dims", None)
+    if cluster is None:
+        return num_ctas
+    dims = tuple(int(d) for d in cluster) + (1, 1, 1)
+    if dims[1] != 1 or dims[2] != 1:
+        raise FastLaunchPlanUnavailable(f"cluster_dims_unsupported:{dims[0]}x{dims[1]}x{dims[2]}")
+    return dims[0]
+
+
+def _refuse_instrumentation(metadata):
+    """Instrumented kernels (Triton 3.9's gsan and the like) take extra hidden arguments that their
+    launcher fills per call: refused, stably."""
+    mode = _meta(metadata, "instrumentation_mode", "") or ""
+    if str(mode).strip():
+        raise FastLaunchPlanUnavailable(f"instrumentation_unsupported:{str(mode).strip()}")
+
+
+def _hidden_slots(metadata) -> int:
+    """The hidden trailing pointer slots the Triton in use appends: global scratch from the version
+    whose metadata has the field, profile scratch likewise, whatever their sizes (0 means a null
+    pointer). The one place they are counted."""
+    return int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size"))
+
+
+def launch_options_of(metadata) -> dict:
+    """Plan keyword options for a Triton binary's metadata (CUDA flavour): hidden slots, warps,
+    CTAs per cluster, shared memory, cooperative and PDL. Refuses what the packed launch cannot
+    reproduce (scratch that needs an allocation per launch, instrumentation, 3-D clusters)."""
+    _refuse_instrumentation(metadata)
+    gss = int(_meta(metadata, "global_scratch_size", 0) or 0)
+    if gss > 0:
+        raise FastLaunchPlanUnavailable(f"global_scratch_required:{gss}")
+    pss = int(_meta(metadata, "profile_scratch_size", 0) or 0)
+    if pss > 0:
+        raise FastLaunchPlanUnavailable(f"profile_scratch_required:{pss}")
+    return {"hidden_ptrs": _hidden_slots(metadata),
+            "num_warps": int(_meta(metadata, "num_warps", 4)), "num_ctas": _ctas_per_cluster(metadata),
+            "shared_mem": int(_meta(metadata, "shared", 0)),
+            "cooperative": bool(_meta(metadata, "launch_cooperative_grid", False)),
+            "pdl": bool(_meta(metadata, "launch_pdl", False))}
+
+
+def _unique_names(names):
+    """Plan argument names are identifiers, unique: a tuple member is `<tuple>_<j>`, with more
+    underscores where a parameter of that name exists already."""
+    seen, out = set(), []
+    for n in names:
+        while n in seen:
+            n = "_" + n
+        seen.add(n)
+        out.append(n)
+    return out
+
+
+def abi_from_signature(signature, constants, arg_names):
+    """The one mapping from a Triton signature to launch ABI arguments, for every caller (compiled
+    kernels, Inductor's triton_meta): constexprs (declared, or specialized and listed in the
+    constants) dropped, tuples flattened. Returns (names, kinds, positions, folded): kinds are
+    canonical names (C parses Triton's spellings; a type no plan takes is a stable refusal),
+    positions are (index of the Python argument, tuple member or None), and folded maps the name of
+    each integer constant Triton folded into the binary to its value."""
+    if not isinstance(signature, dict):
+        raise FastLaunchPlanUnavailable("signature_unrecognised")
+    constants = constants or {}
+    const_keys = _constant_keys(constants)
+    names, types, positions, folded = [], [], [], {}
+    for index, (key, ty) in enumerate(signature.items()):
+        # Signatures are keyed by name (3.3+) or by position (older); constants by name, by
+        # position, or by a tuple path into tuple arguments.
+        name = key if isinstance(key, str) else (arg_names[key] if key < len(arg_names) else f"arg{key}")
+        pos = key if isinstance(key, int) else index
+        if not isinstance(ty, (str, tuple)):
+            raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{ty!r}")
+        if not isinstance(ty, tuple) and (ty == "constexpr" or name in const_keys or pos in const_keys):
+            for k in (name, pos, (pos,)):
+                if k in constants and isinstance(constants[k], int) and not isinstance(constants[k], bool):
+                    folded[name] = constants[k]
+            continue
+        members = ty if isinstance(ty, tuple) else (ty,)
+        for j, mty in enumerate(members):
+            path = (pos, j) if isinstance(ty, tuple) else (pos,)
+            if mty == "constexpr" or path in const_keys:
+                continue
+            names.append(f"{name}_{j}" if isinstance(ty, tuple) else name)
+            types.append(mty)
+            positions.append((pos, j if isinstance(ty, tuple) else None))
+    names = _unique_names(names)
+    try:
+        kinds = _C.kinds(types)
+    except FastLaunchPlanUnavailable as exc:
+        # Name the argument, as the other refusals do: the entry's index -> its name.
+        i = exc.index
+        raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{names[i] if i is not None else '?'}:"
+                                        f"{types[i] if i is not None else exc.reason}") from None
+    return names, kinds, positions, folded
+
+
+def abi_of(compiled) -> TritonABI:
+    """The launch ABI of a Triton CompiledKernel (or anything with .src and .metadata alike)."""
+    src = getattr(compiled, "src", None)
+    metadata = getattr(compiled, "metadata", None)
+    if src is None or metadata is None:
+        raise FastLaunchPlanUnavailable("compiled_kernel_unrecognised")
+    fn = getattr(src, "fn", None)
+    names, kinds, positions, _ = abi_from_signature(getattr(src, "signature", None), getattr(src, "constants", None),
+                                                    list(getattr(fn, "arg_names", None) or []))
+    _refuse_instrumentation(metadata)
+    return TritonABI(
+        names=names, kinds=kinds, positions=positions, hidden_ptrs=_hidden_slots(metadata),
+        num_warps=int(_meta(metadata, "num_warps", 4)), num_ctas=_ctas_per_cluster(metadata),
+        shared=int(_meta(metadata, "shared", 0)), cooperative=bool(_meta(metadata, "launch_cooperative_grid", False)),
+        pdl=bool(_meta(metadata, "launch_pdl", False)),
+        global_scratch_size=int(_meta(metadata, "global_scratch_size", 0) or 0),
+        profile_scratch_size=int(_meta(metadata, "profile_scratch_size", 0) or 0),
+        constexprs={k: v for k, v in (getattr(src, "constants", None) or {}).items()},
+    )
+
+
+def function_handle(compiled, *, load: bool = True) -> int:
+    """The CUfunction of a compiled kernel, loading it (on the current device) when needed."""
+    fn = getattr(compiled, "function", None)
+    if not fn and load and hasattr(compiled, "_init_handles"):
+        compiled._init_handles()
+        fn = getattr(compiled, "function", None)
+    if not fn:
+        raise FastLaunchPlanUnavailable("kernel_function_missing")
+    return int(fn)
+
+
+def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=None, grid_exprs=None,
+                       arg_names=None, backend: str = "cuda", function=None, name=None) -> Plan:
+    """A Plan launching `compiled` (a Triton CompiledKernel) with the packed buffer.
+
+    The plan's arguments are the kernel's ABI arguments in order; the last len(fixed_args) of them
+    are fixed. grid / grid_exprs / neither as for Plan. backend="null" builds the same layout
+    without a GPU (for measuring and for ABI checks).
+    """
+    abi = abi_of(compiled)
+    if abi.global_scratch_size > 0:
+        # Would need an allocation per launch from the framework's allocator: refused, stably.
+        raise FastLaunchPlanUnavailable(f"global_scratch_required:{abi.global_scratch_size}")
+    if abi.profile_scratch_size > 0:
+        raise FastLaunchPlanUnavailable(f"profile_scratch_required:{abi.profile_scratch_size}")
+    if function is None:
+        function = function_handle(compiled) if backend == "cuda" else None
+    nfixed = len(fixed_args)
+    if runtime_arg_count is not None and runtime_arg_count + nfixed != len(abi.kinds):
+        raise FastLaunchPlanUnavailable(f"canonical_args_size_mismatch:{runtime_arg_count + nfixed}:{len(abi.kinds)}")
+    options = {"hidden_ptrs": abi.hidden_ptrs, "num_warps": abi.num_warps, "num_ctas": abi.num_ctas,
+               "shared_mem": abi.shared, "cooperative": abi.cooperative, "pdl": abi.pdl}
+    return Plan(function, abi.kinds, backend=backend, abi="cuda", options=options, owner=compiled,
+                fixed_args=list(fixed_args), grid=grid, grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
+                name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None))
