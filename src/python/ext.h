@@ -5,9 +5,11 @@
  *   1. errors.c    the module state of a type, the error types, raising from an fl_error
  *   2. convert.c   Python objects <-> the contract's values: launch arguments, streams, grids, kinds,
  *                  strings, targets, layouts (one policy for each, used by every caller)
- *   3. host_kernel.c, plan_obj.c, entry.c, jit.c   the types (HostKernel, Plan, FinalizedLaunch, and
- *      Triton's JIT dispatcher: JitDispatcher, JitCall, JitSubscript)
- *   4. testing.c   hooks for tests and benchmarks (fault injection, grid_eval, Floor, loops)
+ *   3. host_kernel.c, plan_obj.c, entry.c, jit.c (with jit_types.c, jit_subscript.c, jit.h), autotune.c
+ *      the types (HostKernel, Plan, FinalizedLaunch, and Triton's JIT dispatcher: JitDispatcher,
+ *      JitCall, JitSubscript, AutotuneDispatcher); messages.c the sentences of reason codes
+ *   4. testing.c   hooks for tests and benchmarks (fault injection, grid_eval, Floor, loops), testing
+ *      builds only
  *   5. module.c    the module: state, functions, the types and hooks registered
  * Nothing here names a backend: what differs between backends comes from fl_backend_info_get. */
 #ifndef FL_EXT_H
@@ -283,7 +285,7 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_plan_launch(fl_PlanObject *plan, PyObject
 
 int fl_ext_add_entry_type(PyObject *module, fl_ext_state *st);
 
-/* Triton's JIT: JitDispatcher, JitCall, JitSubscript and jit_torch_shim(). */
+/* Triton's JIT (jit_types.c): JitDispatcher, JitCall, JitSubscript and jit_torch_shim(). */
 int fl_ext_add_jit_types(PyObject *module, fl_ext_state *st);
 int fl_ext_add_autotune_type(PyObject *module, fl_ext_state *st);
 /* jit.c: a JitDispatcher called as kernel[grid](*args, **kwargs) is (grid given apart). */

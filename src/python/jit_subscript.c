@@ -1,0 +1,144 @@
+/* jit_subscript.c: JitSubscript, the __getitem__ fastlaunch gives a JITFunction class, so that
+ * kernel[grid] hands out a JitCall (jit_types.c) to the kernel's dispatcher (jit.c) without a Python
+ * frame; registered by fl_ext_add_jit_types. */
+#include "jit.h"
+
+/* ---- JitSubscript: the class's __getitem__ ---- */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  fl_ext_state *state;
+  PyObject *stock_getitem; /* Triton's own __getitem__ */
+  PyObject *attach;        /* attach(kernel): installs a dispatcher, or marks the kernel stock */
+  /* The last kernel served, its instance dict, the dispatcher found there and the dict's stamp
+   * then: while the stamp holds, kernel[grid] on that kernel skips the lookup of `run`. */
+  PyObject *last_kernel, *last_dict, *last_run;
+  uint64_t last_stamp;
+} SubscriptObject;
+
+/* The dispatcher in kernel.__dict__["run"] (borrowed), NULL when there is none (or with an
+ * exception). The last kernel's is remembered while its dict is unchanged. */
+static PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
+  PyObject **dictptr = _PyObject_GetDictPtr(kernel);
+  PyObject *dict = dictptr ? *dictptr : NULL;
+  if (!dict) return NULL;
+  if (kernel == sub->last_kernel && dict == sub->last_dict && fl_ext_dict_stamp(dict) == sub->last_stamp)
+    return sub->last_run;
+  PyObject *run = PyDict_GetItemWithError(dict, sub->state->str_run);
+  if (!run || (Py_TYPE(run) != sub->state->jit_type && Py_TYPE(run) != sub->state->autotune_type)) return run;
+  if (fl_ext_watch_dict(sub->state, dict) < 0) {
+    PyErr_Clear(); /* not remembered: looked up again next time */
+    return run;
+  }
+  Py_XSETREF(sub->last_kernel, Py_NewRef(kernel));
+  Py_XSETREF(sub->last_dict, Py_NewRef(dict));
+  Py_XSETREF(sub->last_run, Py_NewRef(run));
+  sub->last_stamp = fl_ext_dict_stamp(dict);
+  return run;
+}
+
+static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  SubscriptObject *sub = (SubscriptObject *)callable;
+  size_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != 2 || kwnames) return PyObject_Vectorcall(sub->stock_getitem, args, nargsf, kwnames);
+  PyObject *kernel = args[0], *grid = args[1];
+  PyObject *run = subscript_run(sub, kernel);
+  if (!run) {
+    if (PyErr_Occurred()) return NULL;
+    PyObject *r = PyObject_CallOneArg(sub->attach, kernel); /* once per kernel */
+    if (!r) return NULL;
+    Py_DECREF(r);
+    run = subscript_run(sub, kernel);
+    if (!run && PyErr_Occurred()) return NULL;
+  }
+  PyObject **spare_at;
+  if (run && Py_TYPE(run) == sub->state->jit_type) spare_at = &((JitObject *)run)->spare_call;
+  else if (run && Py_TYPE(run) == sub->state->autotune_type) spare_at = fl_ext_autotune_spare(run);
+  else return PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
+  PyObject *spare = *spare_at;
+  if (spare && Py_REFCNT(spare) == 1) { /* nobody holds the last one: it is reused */
+    Py_SETREF(((JitCallObject *)spare)->grid, Py_NewRef(grid));
+    return Py_NewRef(spare);
+  }
+  PyObject *call = fl_jit_new_call(sub->state, run, grid);
+  if (call && !spare) *spare_at = Py_NewRef(call);
+  return call;
+}
+
+static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type) {
+  (void)type;
+  if (!obj || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"stock_getitem", "attach", NULL};
+  PyObject *stock_getitem, *attach;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:JitSubscript", kwlist, &stock_getitem, &attach)) return NULL;
+  fl_ext_state *st = fl_ext_state_from_type(type);
+  if (!st) return NULL;
+  SubscriptObject *self = (SubscriptObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->vectorcall = subscript_vectorcall;
+  self->state = st;
+  self->stock_getitem = Py_NewRef(stock_getitem);
+  self->attach = Py_NewRef(attach);
+  return (PyObject *)self;
+}
+
+static int subscript_traverse(PyObject *op, visitproc visit, void *arg) {
+  SubscriptObject *self = (SubscriptObject *)op;
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->stock_getitem);
+  Py_VISIT(self->attach);
+  Py_VISIT(self->last_kernel);
+  Py_VISIT(self->last_dict);
+  Py_VISIT(self->last_run);
+  return 0;
+}
+
+static int subscript_clear(PyObject *op) {
+  SubscriptObject *self = (SubscriptObject *)op;
+  Py_CLEAR(self->stock_getitem);
+  Py_CLEAR(self->attach);
+  Py_CLEAR(self->last_kernel);
+  Py_CLEAR(self->last_dict);
+  Py_CLEAR(self->last_run);
+  return 0;
+}
+
+static void subscript_dealloc(PyObject *op) {
+  SubscriptObject *self = (SubscriptObject *)op;
+  PyTypeObject *tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  subscript_clear((PyObject *)self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef subscript_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(SubscriptObject, vectorcall), Py_READONLY, NULL},
+    {"stock_getitem", Py_T_OBJECT_EX, offsetof(SubscriptObject, stock_getitem), Py_READONLY, "Triton's own __getitem__"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot subscript_slots[] = {
+    {Py_tp_new, subscript_new},
+    {Py_tp_dealloc, subscript_dealloc},
+    {Py_tp_traverse, subscript_traverse},
+    {Py_tp_clear, subscript_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_descr_get, subscript_get},
+    {Py_tp_members, subscript_members},
+    {Py_tp_doc, "JitSubscript(stock_getitem, attach)\n--\n\nA JITFunction class's __getitem__ that hands out "
+                "fastlaunch's JitCall."},
+    {0, NULL},
+};
+
+PyType_Spec fl_jit_subscript_spec = {
+    .name = "fastlaunch._C.JitSubscript",
+    .basicsize = sizeof(SubscriptObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .slots = subscript_slots,
+};

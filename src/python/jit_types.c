@@ -1,0 +1,487 @@
+/* jit_types.c: Triton's JIT dispatcher, its types: JitDispatcher (construction, binding a
+ * variant under its key, clearing, revalidation when a watched dict changed, GC), JitCall
+ * (kernel[grid]) and JitSubscript (the class's __getitem__), and torch's C shim found once. The
+ * call itself is jit.c. */
+#include "jit.h"
+
+#include <dlfcn.h>
+
+/* torch's C shim (AOTI), found once torch is loaded: the current device and CUDA stream without a
+ * Python call. */
+typedef int32_t (*aoti_device_fn)(int32_t *);
+typedef int32_t (*aoti_stream_fn)(int32_t, void **);
+static aoti_device_fn aoti_device;
+static aoti_stream_fn aoti_stream;
+
+void fl_jit_entry_free(jit_entry *e) {
+  if (!e) return;
+  Py_XDECREF(e->plan);
+  Py_XDECREF(e->kernel);
+  Py_XDECREF(e->refusal);
+  Py_XDECREF(e->keep);
+  Py_XDECREF(e->grid_code);
+  Py_XDECREF(e->grid_globals);
+  for (int d = 0; d < 3; d++) fl_grid_program_free(e->grid_prog[d]);
+  for (size_t i = 0; i < e->ngrid_src; i++) Py_XDECREF(e->grid_src[i].name);
+  PyMem_Free(e->grid_src);
+  PyMem_Free(e->abi_param);
+  PyMem_Free(e->abi_member);
+  PyMem_Free(e->key);
+  PyMem_Free(e);
+}
+
+void fl_jit_table_clear(JitObject *self) {
+  jit_entry **slots = self->slots;
+  size_t cap = self->cap;
+  self->slots = NULL;
+  self->cap = self->count = 0;
+  for (size_t i = 0; i < cap; i++) fl_jit_entry_free(slots[i]);
+  PyMem_Free(slots);
+}
+
+int fl_jit_table_put(JitObject *self, jit_entry *e) {
+  if ((self->count + 1) * 2 > self->cap) {
+    size_t cap = self->cap ? self->cap * 2 : 16;
+    jit_entry **slots = PyMem_Calloc(cap, sizeof *slots);
+    if (!slots) return -1;
+    for (size_t i = 0; i < self->cap; i++) {
+      jit_entry *old = self->slots[i];
+      if (!old) continue;
+      size_t j = old->hash & (cap - 1);
+      while (slots[j]) j = (j + 1) & (cap - 1);
+      slots[j] = old;
+    }
+    PyMem_Free(self->slots);
+    self->slots = slots;
+    self->cap = cap;
+  }
+  size_t j = e->hash & (self->cap - 1);
+  while (self->slots[j]) j = (j + 1) & (self->cap - 1);
+  self->slots[j] = e;
+  self->count++;
+  return 0;
+}
+
+/* ---- revalidation: when a watched dict changed, the policy says what holds now ---- */
+/* A source of the current device or stream: None for torch's C shim, a capsule holding a C function
+ * of the shim's signature (registered by a driver that has one), or the driver's Python callable.
+ * Returns the capsule's pointer (NULL for the other two, with *slot set for a callable); -1 in *bad. */
+static void *set_source(PyObject **slot, PyObject *value, const char *capsule, int *bad) {
+  Py_CLEAR(*slot);
+  if (value == Py_None) return NULL;
+  if (!PyCapsule_CheckExact(value)) {
+    *slot = Py_NewRef(value);
+    return NULL;
+  }
+  void *p = PyCapsule_GetPointer(value, capsule);
+  if (!p) *bad = -1;
+  return p;
+}
+
+/* policy.revalidate() -> (stock reason or None, device_fn, stream_fn, hook lists, watched dicts). */
+int fl_jit_revalidate(JitObject *self) {
+  PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
+  if (!r) return -1;
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(r, 3)) ||
+      !PyTuple_Check(PyTuple_GET_ITEM(r, 4))) {
+    Py_DECREF(r);
+    PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, device_fn, stream_fn, hook_lists, watched)");
+    return -1;
+  }
+  PyObject *reason = PyTuple_GET_ITEM(r, 0);
+  Py_XSETREF(self->stock_reason, reason == Py_None ? NULL : Py_NewRef(reason));
+  int bad = 0;
+  void *cdev = set_source(&self->device_fn, PyTuple_GET_ITEM(r, 1), "fastlaunch.current_device", &bad);
+  void *cstream = set_source(&self->stream_fn, PyTuple_GET_ITEM(r, 2), "fastlaunch.current_stream", &bad);
+  self->c_device = aoti_device;
+  self->c_stream = aoti_stream;
+  if (cdev) *(void **)&self->c_device = cdev;
+  if (cstream) *(void **)&self->c_stream = cstream;
+  Py_SETREF(self->hook_lists, Py_NewRef(PyTuple_GET_ITEM(r, 3)));
+  PyObject *watched = Py_NewRef(PyTuple_GET_ITEM(r, 4));
+  Py_DECREF(r);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->hook_lists) && !bad; i++)
+    if (!PyList_Check(PyTuple_GET_ITEM(self->hook_lists, i))) bad = -1, PyErr_SetString(PyExc_TypeError, "hook lists");
+  int rc = bad ? -1 : fl_ext_watch_set(&self->watch, self->state, watched);
+  Py_DECREF(watched);
+  return rc;
+}
+
+/* ---- JitDispatcher: construction and the policy's methods ---- */
+static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"fn", "stock_run", "policy", "param_names", "param_const", "defaults", "option_names",
+                           "pre_run_hooks", NULL};
+  PyObject *fn, *stock_run, *policy, *names, *consts, *defaults, *options, *pre;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO$O!O!O!O!O!:JitDispatcher", kwlist, &fn, &stock_run, &policy,
+                                   &PyTuple_Type, &names, &PyTuple_Type, &consts, &PyTuple_Type, &defaults,
+                                   &PyTuple_Type, &options, &PyList_Type, &pre))
+    return NULL;
+  Py_ssize_t np = PyTuple_GET_SIZE(names);
+  if (np > JIT_MAX_PARAMS || PyTuple_GET_SIZE(consts) != np || PyTuple_GET_SIZE(defaults) != np ||
+      PyTuple_GET_SIZE(options) > JIT_MAX_OPTIONS) {
+    PyErr_Format(PyExc_ValueError, "param_names, param_const, defaults: one entry per parameter (at most %d); "
+                 "option_names: at most %d", JIT_MAX_PARAMS, JIT_MAX_OPTIONS);
+    return NULL;
+  }
+  for (Py_ssize_t i = 0; i < np; i++) {
+    if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i))) return PyErr_Format(PyExc_TypeError, "param_names[%zd]: a str", i);
+    PyObject *d = PyTuple_GET_ITEM(defaults, i);
+    if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) > 1)
+      return PyErr_Format(PyExc_TypeError, "defaults[%zd]: (default,) or () for none", i);
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(options); i++)
+    if (!PyUnicode_Check(PyTuple_GET_ITEM(options, i))) return PyErr_Format(PyExc_TypeError, "option_names[%zd]: a str", i);
+  fl_ext_state *st = fl_ext_state_from_type(type);
+  if (!st) return NULL;
+  JitObject *self = (JitObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->vectorcall = fl_jit_vectorcall;
+  self->state = st;
+  self->fn = Py_NewRef(fn);
+  self->stock_run = Py_NewRef(stock_run);
+  self->policy = Py_NewRef(policy);
+  self->param_names = Py_NewRef(names);
+  self->defaults = Py_NewRef(defaults);
+  self->option_names = Py_NewRef(options);
+  self->pre_run_hooks = Py_NewRef(pre);
+  self->hook_lists = PyTuple_New(0);
+  self->stock_counts = PyDict_New();
+  self->stock_reason = PyUnicode_FromString("not_validated");
+  self->param_const = PyMem_Calloc((size_t)(np ? np : 1), 1);
+  self->watch.force = 1; /* revalidated at the first call */
+  if (!self->hook_lists || !self->stock_counts || !self->stock_reason || !self->param_const) {
+    Py_DECREF(self);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t i = 0; i < np; i++) self->param_const[i] = (uint8_t)PyObject_IsTrue(PyTuple_GET_ITEM(consts, i));
+  return (PyObject *)self;
+}
+
+/* A grid program from (code, globals, (e0, e1, e2), sources). 0, or -1 with an exception. */
+static int entry_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t nparams) {
+  PyObject *exprs, *sources;
+  if (!PyArg_ParseTuple(spec, "OO!O!O!:grid", &e->grid_code, &PyDict_Type, &e->grid_globals, &PyTuple_Type, &exprs,
+                        &PyTuple_Type, &sources))
+    return -1;
+  Py_INCREF(e->grid_code);
+  Py_INCREF(e->grid_globals);
+  Py_ssize_t ns = PyTuple_GET_SIZE(sources);
+  if (PyTuple_GET_SIZE(exprs) != 3 || ns > JIT_MAX_GRID_VARS)
+    return PyErr_Format(PyExc_ValueError, "grid: three expressions over at most %d variables", JIT_MAX_GRID_VARS), -1;
+  e->grid_src = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof *e->grid_src);
+  if (!e->grid_src) return PyErr_NoMemory(), -1;
+  e->ngrid_src = (size_t)ns;
+  for (Py_ssize_t i = 0; i < ns; i++) {
+    const char *kind;
+    PyObject *what;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(sources, i), "sO:grid source", &kind, &what)) return -1;
+    grid_source *s = &e->grid_src[i];
+    if (!strcmp(kind, "global") && PyUnicode_Check(what)) {
+      s->kind = SRC_GLOBAL;
+      s->name = Py_NewRef(what);
+      continue;
+    }
+    s->index = PyLong_Check(what) ? PyLong_AsSsize_t(what) : -1;
+    s->kind = !strcmp(kind, "arg") ? SRC_ARG : !strcmp(kind, "cell") ? SRC_CELL : -1;
+    if (s->kind < 0 || s->index < 0 || (s->kind == SRC_ARG && s->index >= nparams)) {
+      PyErr_Clear();
+      return PyErr_Format(PyExc_ValueError, "grid source %zd: ('arg', parameter), ('cell', i) or ('global', name)", i), -1;
+    }
+  }
+  for (int d = 0; d < 3; d++) {
+    PyObject *x = PyTuple_GET_ITEM(exprs, d);
+    const char *text = PyUnicode_Check(x) ? PyUnicode_AsUTF8(x) : NULL;
+    fl_error err;
+    if (!text) return PyErr_Format(PyExc_TypeError, "grid expression %d: a str", d), -1;
+    if (fl_grid_program_compile(text, NULL, 0, &e->grid_prog[d], &err) != FL_OK) {
+      fl_ext_raise_reason_unavailable(st, "%s", err.reason);
+      return -1;
+    }
+    if (fl_grid_program_nvars(e->grid_prog[d]) > (size_t)ns)
+      return PyErr_Format(PyExc_ValueError, "grid expression %d reads a variable past its sources", d), -1;
+    if (fl_grid_program_is_constant(e->grid_prog[d]) &&
+        fl_grid_program_eval(e->grid_prog[d], NULL, 0, &e->grid_const[d], &err) == FL_OK) {
+      fl_grid_program_free(e->grid_prog[d]);
+      e->grid_prog[d] = NULL;
+    }
+  }
+  return 0;
+}
+
+/* _insert(key, kernel, plan_or_None, positions, grid_spec_or_None, keep, refusal_or_None) */
+static PyObject *jit_insert(PyObject *op, PyObject *args) {
+  JitObject *self = (JitObject *)op;
+  PyObject *key, *kernel, *plan, *positions, *grid_spec, *keep, *refusal;
+  if (!PyArg_ParseTuple(args, "O!OOO!OO!O:_insert", &PyBytes_Type, &key, &kernel, &plan, &PyTuple_Type, &positions,
+                        &grid_spec, &PyTuple_Type, &keep, &refusal))
+    return NULL;
+  Py_ssize_t nbytes = PyBytes_GET_SIZE(key);
+  if (nbytes % 8 || nbytes == 0 || nbytes > JIT_MAX_KEY * 8) return PyErr_Format(PyExc_ValueError, "key: not a key");
+  if (plan != Py_None && !PyObject_TypeCheck(plan, self->state->plan_type))
+    return PyErr_Format(PyExc_TypeError, "plan: a fastlaunch Plan or None");
+  if (plan != Py_None && (((fl_PlanObject *)plan)->args.nruntime != (size_t)PyTuple_GET_SIZE(positions) ||
+                          fl_plan_grid_mode(((fl_PlanObject *)plan)->plan) != FL_GRID_CALLER ||
+                          PyTuple_GET_SIZE(positions) > JIT_MAX_PARAMS))
+    return PyErr_Format(PyExc_ValueError, "plan: one runtime argument per position and the caller's grid");
+  jit_key k;
+  k.n = (size_t)nbytes / 8;
+  memcpy(k.words, PyBytes_AS_STRING(key), (size_t)nbytes);
+  uint64_t h = key_hash(&k);
+  if (table_find(self, &k, h)) Py_RETURN_FALSE; /* bound already (a re-entrant call) */
+  jit_entry *e = PyMem_Calloc(1, sizeof *e);
+  if (!e) return PyErr_NoMemory();
+  e->hash = h;
+  e->nkey = k.n;
+  e->key = PyMem_Malloc((size_t)nbytes);
+  e->nabi = (size_t)PyTuple_GET_SIZE(positions);
+  e->abi_param = PyMem_Calloc(e->nabi ? e->nabi : 1, sizeof(int32_t));
+  e->abi_member = PyMem_Calloc(e->nabi ? e->nabi : 1, sizeof(int32_t));
+  if (!e->key || !e->abi_param || !e->abi_member) {
+    fl_jit_entry_free(e);
+    return PyErr_NoMemory();
+  }
+  memcpy(e->key, k.words, (size_t)nbytes);
+  e->kernel = Py_NewRef(kernel);
+  e->keep = Py_NewRef(keep);
+  e->refusal = refusal == Py_None ? NULL : Py_NewRef(refusal);
+  e->plan = plan == Py_None ? NULL : (fl_PlanObject *)Py_NewRef(plan);
+  if (!e->plan && !e->refusal) e->refusal = PyUnicode_FromString("refused");
+  Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
+  for (size_t i = 0; i < e->nabi; i++) {
+    int p, m;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(positions, (Py_ssize_t)i), "ii:position", &p, &m) || p < 0 || p >= np) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "positions[%zu]: parameter out of range", i);
+      fl_jit_entry_free(e);
+      return NULL;
+    }
+    e->abi_param[i] = p;
+    e->abi_member[i] = m;
+  }
+  if ((grid_spec != Py_None && entry_grid(self->state, e, grid_spec, np) < 0) || fl_jit_table_put(self, e) < 0) {
+    fl_jit_entry_free(e);
+    return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+  }
+  Py_RETURN_TRUE;
+}
+
+static PyObject *jit_clear_method(PyObject *op, PyObject *unused) {
+  JitObject *self = (JitObject *)op;
+  (void)unused;
+  fl_jit_table_clear(self);
+  Py_RETURN_NONE;
+}
+
+/* Forces revalidation at the next call (the policy changed something it decides on). */
+static PyObject *jit_invalidate(PyObject *op, PyObject *unused) {
+  JitObject *self = (JitObject *)op;
+  (void)unused;
+  self->watch.force = 1;
+  Py_RETURN_NONE;
+}
+
+static PyObject *jit_get_counts(PyObject *op, void *closure) {
+  JitObject *self = (JitObject *)op;
+  (void)closure;
+  PyObject *reasons = PyDict_Copy(self->stock_counts); /* a snapshot: the counts go on */
+  if (!reasons) return NULL;
+  return Py_BuildValue("{sKsKsNsnsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
+                       "variants", (Py_ssize_t)self->count, "grid_calls", self->grid_calls);
+}
+
+static PyObject *jit_get_fn(PyObject *op, void *closure) {
+  JitObject *self = (JitObject *)op;
+  (void)closure;
+  return Py_NewRef(self->fn);
+}
+
+static int jit_traverse(PyObject *op, visitproc visit, void *arg) {
+  JitObject *self = (JitObject *)op;
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->watch.dicts);
+  Py_VISIT(self->fn);
+  Py_VISIT(self->stock_run);
+  Py_VISIT(self->policy);
+  Py_VISIT(self->defaults);
+  Py_VISIT(self->pre_run_hooks);
+  Py_VISIT(self->hook_lists);
+  Py_VISIT(self->spare_call);
+  Py_VISIT(self->device_fn);
+  Py_VISIT(self->stream_fn);
+  for (size_t i = 0; i < self->cap; i++) {
+    jit_entry *e = self->slots[i];
+    if (!e) continue;
+    Py_VISIT(e->plan);
+    Py_VISIT(e->kernel);
+    Py_VISIT(e->keep);
+    Py_VISIT(e->grid_globals);
+  }
+  return 0;
+}
+
+static int jit_clear(PyObject *op) {
+  JitObject *self = (JitObject *)op;
+  Py_CLEAR(self->watch.dicts); /* the version arrays go with the object */
+  self->watch.force = 1;
+  Py_CLEAR(self->fn);
+  Py_CLEAR(self->stock_run);
+  Py_CLEAR(self->policy);
+  Py_CLEAR(self->defaults);
+  Py_CLEAR(self->pre_run_hooks);
+  Py_CLEAR(self->hook_lists);
+  Py_CLEAR(self->spare_call);
+  Py_CLEAR(self->device_fn);
+  Py_CLEAR(self->stream_fn);
+  fl_jit_table_clear(self);
+  return 0;
+}
+
+static void jit_dealloc(PyObject *op) {
+  JitObject *self = (JitObject *)op;
+  PyTypeObject *tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
+  jit_clear((PyObject *)self);
+  Py_CLEAR(self->param_names);
+  Py_CLEAR(self->option_names);
+  fl_ext_watch_free(&self->watch);
+  Py_CLEAR(self->stock_reason);
+  Py_CLEAR(self->stock_counts);
+  PyMem_Free(self->param_const);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyMethodDef jit_methods[] = {
+    {"_insert", jit_insert, METH_VARARGS,
+     "_insert(key, kernel, plan, positions, grid, keep, refusal): binds a variant under a key"},
+    {"clear", jit_clear_method, METH_NOARGS, "clear(): forgets every bound variant"},
+    {"invalidate", jit_invalidate, METH_NOARGS,
+     "invalidate(): asks the policy to revalidate at the next call"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef jit_getset[] = {
+    {"counts", jit_get_counts, NULL, "fast and stock calls, stock reasons, bound variants", NULL},
+    {"fn", jit_get_fn, NULL, "the JITFunction", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef jit_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(JitObject, vectorcall), Py_READONLY, NULL},
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(JitObject, weakrefs), Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot jit_slots[] = {
+    {Py_tp_new, jit_new},
+    {Py_tp_dealloc, jit_dealloc},
+    {Py_tp_traverse, jit_traverse},
+    {Py_tp_clear, jit_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_methods, jit_methods},
+    {Py_tp_getset, jit_getset},
+    {Py_tp_members, jit_members},
+    {Py_tp_doc, "JitDispatcher(fn, stock_run, policy, *, param_names, param_const, defaults, option_names, "
+                "pre_run_hooks)\n--\n\nThe call slot of a Triton JITFunction (its run)."},
+    {0, NULL},
+};
+
+static PyType_Spec jit_spec = {
+    .name = "fastlaunch._C.JitDispatcher",
+    .basicsize = sizeof(JitObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = jit_slots,
+};
+
+/* ---- JitCall ---- */
+static int jit_call_traverse(PyObject *op, visitproc visit, void *arg) {
+  JitCallObject *self = (JitCallObject *)op;
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->target);
+  Py_VISIT(self->grid);
+  return 0;
+}
+
+static int jit_call_clear(PyObject *op) {
+  JitCallObject *self = (JitCallObject *)op;
+  Py_CLEAR(self->target);
+  Py_CLEAR(self->grid);
+  return 0;
+}
+
+static void jit_call_dealloc(PyObject *op) {
+  JitCallObject *self = (JitCallObject *)op;
+  PyTypeObject *tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  jit_call_clear((PyObject *)self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef jit_call_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(JitCallObject, vectorcall), Py_READONLY, NULL},
+    {"grid", Py_T_OBJECT_EX, offsetof(JitCallObject, grid), Py_READONLY, "the grid of kernel[grid]"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot jit_call_slots[] = {
+    {Py_tp_dealloc, jit_call_dealloc},
+    {Py_tp_traverse, jit_call_traverse},
+    {Py_tp_clear, jit_call_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, jit_call_members},
+    {Py_tp_doc, "kernel[grid]: calling it launches the kernel as Triton's JIT would."},
+    {0, NULL},
+};
+
+static PyType_Spec jit_call_spec = {
+    .name = "fastlaunch._C.JitCall",
+    .basicsize = sizeof(JitCallObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = jit_call_slots,
+};
+
+PyObject *fl_jit_new_call(fl_ext_state *st, PyObject *target, PyObject *grid) {
+  JitCallObject *call = PyObject_GC_New(JitCallObject, st->jit_call_type);
+  if (!call) return NULL;
+  call->vectorcall = fl_jit_call_vectorcall;
+  call->state = st;
+  call->target = Py_NewRef(target);
+  call->grid = Py_NewRef(grid);
+  PyObject_GC_Track(call);
+  return (PyObject *)call;
+}
+
+/* torch's C shim, looked for in the libraries torch has loaded. True when both functions exist. */
+static PyObject *jit_find_torch_shim(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  if (!aoti_device || !aoti_stream) {
+    void *cpu = dlopen("libtorch_cpu.so", RTLD_NOW | RTLD_NOLOAD);
+    void *cuda = dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+    if (cpu) *(void **)&aoti_device = dlsym(cpu, "aoti_torch_get_current_device_index");
+    if (cuda) *(void **)&aoti_stream = dlsym(cuda, "aoti_torch_get_current_cuda_stream");
+    /* The handles stay open: the functions are used for the life of the process. */
+  }
+  return PyBool_FromLong(aoti_device && aoti_stream);
+}
+
+PyMethodDef fl_ext_jit_methods[] = {
+    {"jit_torch_shim", jit_find_torch_shim, METH_NOARGS,
+     "jit_torch_shim($module, /)\n--\n\n-> bool: torch's C shim for the current device and CUDA stream was found"},
+    {NULL, NULL, 0, NULL},
+};
+
+int fl_ext_add_jit_types(PyObject *module, fl_ext_state *st) {
+  if (fl_ext_watch_init(st) < 0) return -1;
+  st->str_warmup = PyUnicode_InternFromString("warmup");
+  st->str_run = PyUnicode_InternFromString("run");
+  if (!st->str_warmup || !st->str_run) return -1;
+  st->jit_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &jit_spec, NULL);
+  if (!st->jit_type || PyModule_AddType(module, st->jit_type) < 0) return -1;
+  st->jit_call_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &jit_call_spec, NULL);
+  if (!st->jit_call_type || PyModule_AddType(module, st->jit_call_type) < 0) return -1;
+  st->jit_subscript_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &fl_jit_subscript_spec, NULL);
+  if (!st->jit_subscript_type || PyModule_AddType(module, st->jit_subscript_type) < 0) return -1;
+  return PyModule_AddFunctions(module, fl_ext_jit_methods);
+}
