@@ -1,14 +1,6 @@
-/* test_alloc.c: zero heap allocations per steady-state launch, counted.
- *
- * Two counters:
- *  - libc level (builds without ASan/TSan): this executable defines malloc, calloc, realloc,
- *    reallocarray, free, posix_memalign, aligned_alloc, memalign, valloc and pvalloc, forwarding
- *    to glibc's __libc_* entry points. Definitions in the executable interpose the libc ones for
- *    the whole process (glibc itself, dlopen'ed kernels, every thread), so an atomic counter sees
- *    every heap allocation the process makes, the host backend's worker threads included.
- *  - library level (every build): fl_set_allocator routes the library's own allocations through
- *    counting hooks. Under a sanitizer the libc-level interposition would fight the sanitizer's
- *    malloc, so there this is the only counter.
+/* test_alloc.c: zero heap allocations per steady-state launch, counted at two levels (alloc_count.c):
+ * every heap allocation of the process (libc level, builds without ASan/TSan, whose malloc the
+ * interposition would fight) and the library's own through fl_set_allocator (every build).
  * Each scenario warms up first (the first launch on a thread may resolve symbols, touch TLS),
  * then counts over many launches and asserts the count is exactly 0. The controls prove that the
  * counters do register an allocation made inside a counted window, on the launching thread and on
@@ -18,20 +10,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define FL_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define FL_SANITIZED 1
-#endif
-#endif
-#ifndef FL_SANITIZED
-#define FL_SANITIZED 0
-#define FL_LIBC_COUNT 1
-#else
-#define FL_LIBC_COUNT 0
-#endif
 
 #define FL_TESTS(X)                  \
   X(test_null_static)                \
@@ -46,133 +24,9 @@
 #define FL_TEST_MAIN
 #include "fl_test.h"
 #include "fl_test_kernels.h"
-
-#if FL_LIBC_COUNT
-#include <errno.h>
-#include <malloc.h>
-#endif
+#include "alloc_count.h"
 
 enum { LAUNCHES = 10000, WARMUP = 300 };
-
-/* ---- the counters ---- */
-
-static atomic_ulong libc_allocs, libc_frees, hook_allocs, hook_frees;
-
-#if FL_LIBC_COUNT
-/* glibc's own allocator entry points (exported by libc.so.6 since 2.2.5). */
-extern void *__libc_malloc(size_t size);
-extern void *__libc_calloc(size_t count, size_t size);
-extern void *__libc_realloc(void *ptr, size_t size);
-extern void __libc_free(void *ptr);
-extern void *__libc_memalign(size_t alignment, size_t size);
-
-static inline void count_alloc(void) { atomic_fetch_add_explicit(&libc_allocs, 1, memory_order_relaxed); }
-
-void *malloc(size_t size) {
-  count_alloc();
-  return __libc_malloc(size);
-}
-
-void *calloc(size_t count, size_t size) {
-  count_alloc();
-  return __libc_calloc(count, size);
-}
-
-void *realloc(void *ptr, size_t size) {
-  count_alloc();
-  return __libc_realloc(ptr, size);
-}
-
-void *reallocarray(void *ptr, size_t count, size_t size) {
-  count_alloc();
-  if (size != 0 && count > SIZE_MAX / size) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return __libc_realloc(ptr, count * size);
-}
-
-void free(void *ptr) {
-  if (ptr) atomic_fetch_add_explicit(&libc_frees, 1, memory_order_relaxed);
-  __libc_free(ptr);
-}
-
-void *memalign(size_t alignment, size_t size) {
-  count_alloc();
-  return __libc_memalign(alignment, size);
-}
-
-void *aligned_alloc(size_t alignment, size_t size) {
-  count_alloc();
-  return __libc_memalign(alignment, size);
-}
-
-int posix_memalign(void **out, size_t alignment, size_t size) {
-  count_alloc();
-  if (alignment % sizeof(void *) != 0 || (alignment & (alignment - 1)) != 0 || alignment == 0) return EINVAL;
-  void *p = __libc_memalign(alignment, size);
-  if (!p) return ENOMEM;
-  *out = p;
-  return 0;
-}
-
-void *valloc(size_t size) {
-  count_alloc();
-  return __libc_memalign((size_t)sysconf(_SC_PAGESIZE), size);
-}
-
-void *pvalloc(size_t size) {
-  count_alloc();
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  if (size > SIZE_MAX - page) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return __libc_memalign(page, (size + page - 1) / page * page);
-}
-#endif
-
-static void *hook_malloc(size_t size) {
-  atomic_fetch_add_explicit(&hook_allocs, 1, memory_order_relaxed);
-  return malloc(size);
-}
-
-static void hook_free(void *ptr) {
-  atomic_fetch_add_explicit(&hook_frees, 1, memory_order_relaxed);
-  free(ptr);
-}
-
-typedef struct counts {
-  unsigned long libc_allocs, libc_frees, hook_allocs, hook_frees;
-} counts;
-
-static counts snap(void) {
-  counts c;
-  c.libc_allocs = atomic_load(&libc_allocs);
-  c.libc_frees = atomic_load(&libc_frees);
-  c.hook_allocs = atomic_load(&hook_allocs);
-  c.hook_frees = atomic_load(&hook_frees);
-  return c;
-}
-
-static counts since(counts before) {
-  counts now = snap(), d;
-  d.libc_allocs = now.libc_allocs - before.libc_allocs;
-  d.libc_frees = now.libc_frees - before.libc_frees;
-  d.hook_allocs = now.hook_allocs - before.hook_allocs;
-  d.hook_frees = now.hook_frees - before.hook_frees;
-  return d;
-}
-
-static void report(const char *what, unsigned long launches, counts d) {
-  if (FL_LIBC_COUNT)
-    printf("     %-40s %6lu launches: libc allocs %lu frees %lu; fastlaunch allocs %lu frees %lu\n", what, launches,
-           d.libc_allocs, d.libc_frees, d.hook_allocs, d.hook_frees);
-  else
-    printf("     %-40s %6lu launches: fastlaunch allocs %lu frees %lu (libc-level count: non-sanitized build "
-           "only)\n",
-           what, launches, d.hook_allocs, d.hook_frees);
-}
 
 /* Asserts that a counted window allocated and freed nothing, at both levels. */
 #define ASSERT_NO_HEAP(d)                \
@@ -182,11 +36,6 @@ static void report(const char *what, unsigned long launches, counts d) {
     ASSERT_EQ_U((d).hook_allocs, 0);     \
     ASSERT_EQ_U((d).hook_frees, 0);      \
   } while (0)
-
-/* Each test installs the counting hooks before it creates anything and removes them after it has
- * destroyed everything, as fl_set_allocator asks. */
-static void hooks_on(void) { fl_set_allocator(hook_malloc, hook_free); }
-static void hooks_off(void) { fl_set_allocator(NULL, NULL); }
 
 /* ---- host kernels, compiled during the test ---- */
 

@@ -18,65 +18,11 @@
   X(fake_grid_limits)                                                                              \
   X(fake_simt_cfg)                                                                                 \
   X(fake_launch_error)                                                                             \
-  X(fake_sync_addr_failure)                                                                        \
-  X(fake_hidden_slot_layouts)
+  X(fake_sync_addr_failure)
 #define FL_TEST_MAIN
 #include "fl_test.h"
 
-#include "fakes/fake_acl.h"
-
-extern char **environ;
-
-#define ENV "FASTLAUNCH_LIBASCENDCL"
-
-static bool in_child(void) { return getenv(ENV) != NULL; }
-
-/* Runs this binary again with one test and FASTLAUNCH_LIBASCENDCL set: to `lib` when given, else
- * to the fake, built here from its source. */
-static void run_child(const char *test, const char *lib) {
-  char dir[] = "/tmp/fl_fakeacl_XXXXXX", built[256], cmd[1024];
-  bool build = lib == NULL;
-  if (build) {
-    if (!mkdtemp(dir)) FL_FAIL_AT("mkdtemp failed");
-    const char *cc = getenv("CC") ? getenv("CC") : FL_TEST_CC;
-    const char *src = getenv("FL_TEST_SRC_DIR") ? getenv("FL_TEST_SRC_DIR") : FL_TEST_SRC_DIR;
-    snprintf(built, sizeof built, "%s/libfakeacl.so", dir);
-    snprintf(cmd, sizeof cmd, "%s -std=c11 -Wall -Wextra -Werror -shared -fPIC -O1 -o %s %s/tests/c/fakes/fake_acl.c",
-             cc, built, src);
-    if (system(cmd) != 0) {
-      rmdir(dir);
-      FL_FAIL_AT("building the fake libascendcl failed: %s", cmd);
-    }
-    lib = built;
-  }
-  setenv(ENV, lib, 1);
-  char self[512];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  int status = -1;
-  if (n > 0) {
-    self[n] = '\0';
-    char *argv[] = {self, (char *)test, NULL};
-    pid_t pid;
-    if (posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0) waitpid(pid, &status, 0);
-  }
-  unsetenv(ENV);
-  if (build) {
-    unlink(built);
-    rmdir(dir);
-  }
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) FL_FAIL_AT("child run of %s failed", test);
-}
-
-/* Loads the backend (which opens the fake) and finds the fake's record. */
-static fake_acl *fake_state(void) {
-  fl_error err;
-  if (fl_backend_load(FL_BACKEND_NPU, &err) != FL_OK) {
-    fprintf(stderr, "npu backend did not load: %s\n", err.reason);
-    return NULL;
-  }
-  void *h = dlopen(getenv(ENV), RTLD_NOW | RTLD_NOLOAD);
-  return h ? dlsym(h, "fake_acl_state") : NULL;
-}
+#include "npu_fake.h"
 
 /* ---- the unavailable paths ---- */
 
@@ -142,9 +88,6 @@ static void override_without_launch_symbol(void) {
 
 /* ---- launches through the fake ---- */
 
-#define KERNEL ((void *)0xac1f00d)
-#define STREAM 0x5150ull
-
 /* ptr ptr i32 fp16 i64 i1; the i1 is fixed. With FFTS and the lock/workspace slots:
  * ffts@0 lock@8 workspace@16 x@24 y@32 n@40 alpha@44 (a float) big@48 flag@56 (an int32)
  * gridX@60 gridY@64 gridZ@68, size 72. */
@@ -170,10 +113,6 @@ static fl_plan_desc npu_desc(void) {
   return d;
 }
 
-static void put(unsigned char *buf, size_t at, const void *v, size_t n) { memcpy(buf + at, v, n); }
-static void put_u64(unsigned char *buf, size_t at, uint64_t v) { put(buf, at, &v, 8); }
-static void put_i32(unsigned char *buf, size_t at, int32_t v) { put(buf, at, &v, 4); }
-
 /* The buffer the stock Triton-Ascend launcher would build for sig, byte for byte. */
 static void sig_expected(unsigned char want[72], uint64_t ffts, int32_t n, float alpha, int64_t big,
                          const int32_t grid[3]) {
@@ -187,13 +126,6 @@ static void sig_expected(unsigned char want[72], uint64_t ffts, int32_t n, float
   put(want, 48, &big, 8);
   put_i32(want, 56, 1);
   for (int d = 0; d < 3; d++) put_i32(want, 60 + 4 * (size_t)d, grid[d]);
-}
-
-/* The fake's copy of the buffer equals `want` (size bytes) and argsSize is size. */
-static void expect_buffer(const fake_acl *s, const unsigned char *want, size_t size) {
-  ASSERT_EQ_U(s->buffer_size, size);
-  for (size_t i = 0; i < size; i++)
-    if (s->buffer[i] != want[i]) FL_FAIL_AT("buffer byte %zu: 0x%02x, expected 0x%02x", i, s->buffer[i], want[i]);
 }
 
 static fl_value sig_args[5];
@@ -499,131 +431,4 @@ static void fake_sync_addr_failure(void) {
   ASSERT_EQ(s->sync_calls, 2);
   s->sync_fail = 0;
   s->sync_addr = FAKE_ACL_SYNC_ADDR;
-}
-
-/* Builds a plan over `kinds`, launches it with `args` on a {2,3,1} grid and checks the buffer the
- * fake received against `want`. */
-static void launch_layout(fake_acl *s, fl_target abi, const fl_kind *kinds, size_t n, const fl_value *args,
-                          const unsigned char *want, size_t size, bool simt) {
-  fl_error err;
-  fl_plan *p;
-  fl_plan_desc d;
-  memset(&d, 0, sizeof d);
-  d.backend = FL_BACKEND_NPU;
-  d.target = abi;
-  d.kernel = KERNEL;
-  d.kinds = kinds;
-  d.nkinds = n;
-  d.runtime_arg_count = n;
-  d.grid_mode = FL_GRID_CALLER;
-  d.target.npu.simt = simt;
-  d.target.npu.dyn_ubuf = 65536;
-  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
-  ASSERT_EQ_U(fl_plan_layout(p)->size, size);
-  int calls = s->calls;
-  ASSERT_OK(fl_launch(p, STREAM, args, n, (const int64_t[]){2, 3, 1}, &err), &err);
-  ASSERT_EQ(s->calls, calls + 1);
-  ASSERT_EQ_U(s->num_blocks, 6);
-  ASSERT_TRUE(s->cfg_null == !simt);
-  if (simt) {
-    ASSERT_EQ(s->attr_id, 2);
-    ASSERT_EQ_U(s->attr_value, 65536);
-  }
-  expect_buffer(s, want, size);
-  fl_plan_release(p);
-}
-
-static void fake_hidden_slot_layouts(void) {
-  if (!in_child()) {
-    run_child("fake_hidden_slot_layouts", NULL);
-    return;
-  }
-  fake_acl *s = fake_state();
-  ASSERT_TRUE(s != NULL);
-  unsigned char want[64];
-  const int32_t grid[3] = {2, 3, 1};
-
-  /* Pure SIMT without FFTS, two scratch slots and DTData (PR #1722):
-   * ptr@0 i32@8 grid@12/16/20 global_scratch@24 profile_scratch@32 DTData@40, size 48. */
-  {
-    const fl_kind k[] = {FL_KIND_PTR, FL_KIND_I32};
-    const fl_value a[] = {fl_ptr((void *)0xdead0000), fl_int(-7)};
-    fl_target o = {.abi = FL_ABI_NPU, .npu.simt_only = true, .npu.dtdata = true, .npu.scratch = 2};
-    memset(want, 0, sizeof want);
-    put_u64(want, 0, 0xdead0000);
-    put_i32(want, 8, -7);
-    for (int g = 0; g < 3; g++) put_i32(want, 12 + 4 * (size_t)g, grid[g]);
-    launch_layout(s, o, k, 2, a, want, 48, true);
-    /* One scratch slot: size 40. */
-    o.npu.scratch = 1;
-    launch_layout(s, o, k, 2, a, want, 40, true);
-  }
-  /* The research notes' pure-SIMT example without DTData: ptr@0 i32@8 grid@12/16/20, size 24. */
-  {
-    const fl_kind k[] = {FL_KIND_PTR, FL_KIND_I32};
-    const fl_value a[] = {fl_ptr((void *)0xdead0000), fl_int(-7)};
-    fl_target o = {.abi = FL_ABI_NPU, .npu.simt_only = true};
-    memset(want, 0, sizeof want);
-    put_u64(want, 0, 0xdead0000);
-    put_i32(want, 8, -7);
-    for (int g = 0; g < 3; g++) put_i32(want, 12 + 4 * (size_t)g, grid[g]);
-    launch_layout(s, o, k, 2, a, want, 24, false);
-  }
-  /* Pure SIMT with FFTS and DTData: ffts@0 i8@8 (one byte, 4-aligned) fp64@16 grid@24/28/32
-   * DTData@40, size 48. */
-  {
-    const fl_kind k[] = {FL_KIND_I8, FL_KIND_FP64};
-    const fl_value a[] = {fl_int(-2), fl_float(0.1)};
-    fl_target o = {.abi = FL_ABI_NPU, .npu.ffts = true, .npu.simt_only = true, .npu.dtdata = true};
-    memset(want, 0, sizeof want);
-    put_u64(want, 0, FAKE_ACL_SYNC_ADDR);
-    want[8] = 0xfe;
-    double x = 0.1;
-    put(want, 16, &x, 8);
-    for (int g = 0; g < 3; g++) put_i32(want, 24 + 4 * (size_t)g, grid[g]);
-    launch_layout(s, o, k, 2, a, want, 48, true);
-  }
-  /* Mixed mode with FFTS and DTData: ffts@0 lock@8 workspace@16 ptr@24 grid@32/36/40 DTData@48,
-   * size 56. */
-  {
-    const fl_kind k[] = {FL_KIND_PTR};
-    const fl_value a[] = {fl_none()};
-    fl_target o = {.abi = FL_ABI_NPU, .npu.ffts = true, .npu.dtdata = true};
-    memset(want, 0, sizeof want);
-    put_u64(want, 0, FAKE_ACL_SYNC_ADDR);
-    for (int g = 0; g < 3; g++) put_i32(want, 32 + 4 * (size_t)g, grid[g]);
-    launch_layout(s, o, k, 1, a, want, 56, false);
-  }
-  /* The research notes' tail-padding example: FFTS, (tensor, i32, i32): ptr@24 i32@32 i32@36
-   * grid@40/44/48, end 52, size 56. */
-  {
-    const fl_kind k[] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_I32};
-    const fl_value a[] = {fl_ptr((void *)0x40), fl_int(INT32_MIN), fl_int(INT32_MAX)};
-    fl_target o = {.abi = FL_ABI_NPU, .npu.ffts = true};
-    memset(want, 0, sizeof want);
-    put_u64(want, 0, FAKE_ACL_SYNC_ADDR);
-    put_u64(want, 24, 0x40);
-    put_i32(want, 32, INT32_MIN);
-    put_i32(want, 36, INT32_MAX);
-    for (int g = 0; g < 3; g++) put_i32(want, 40 + 4 * (size_t)g, grid[g]);
-    launch_layout(s, o, k, 3, a, want, 56, false);
-  }
-  /* Scratch slots on a kernel that is not pure SIMT are refused at creation. */
-  {
-    const fl_kind k[] = {FL_KIND_PTR};
-    fl_plan_desc d;
-    memset(&d, 0, sizeof d);
-    d.backend = FL_BACKEND_NPU;
-    d.target.abi = FL_ABI_NPU;
-    d.target.npu.scratch = 2;
-    d.kernel = KERNEL;
-    d.kinds = k;
-    d.nkinds = 1;
-    d.runtime_arg_count = 1;
-    d.grid_mode = FL_GRID_CALLER;
-    fl_error err;
-    fl_plan *p = (fl_plan *)0x1;
-    ASSERT_FAILS(fl_plan_create(&d, &p, &err), &err, FL_BAD_DESCRIPTOR, "npu_scratch_requires_simt_only");
-    ASSERT_TRUE(p == NULL);
-  }
 }

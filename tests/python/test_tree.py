@@ -80,3 +80,78 @@ def test_no_circle_among_c_files():
 
 def test_the_checker_finds_a_circle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+# ---- sizes: no source file over 600 lines, no C function in src/ over 80 ----
+
+SKIP_DIRS = {".git", "build", ".venv", "__pycache__", ".pytest_cache"}
+
+
+def source_files():
+    for d, dirs, names in os.walk(ROOT):
+        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith(".mesonpy")]
+        for n in names:
+            path = os.path.join(d, n)
+            if n.endswith((".c", ".h", ".cpp", ".py")) or n in ("meson.build", "Makefile"):
+                yield path
+            elif os.path.basename(d) in ("tools", ".ci") and "." not in n:
+                with open(path, "rb") as f:
+                    if f.read(2) == b"#!":
+                        yield path
+
+
+def test_no_source_file_over_600_lines():
+    sizes = {}
+    for path in source_files():
+        with open(path, "rb") as f:
+            sizes[os.path.relpath(path, ROOT)] = f.read().count(b"\n")
+    assert len(sizes) > 50
+    assert {p: n for p, n in sizes.items() if n > 600} == {}
+
+
+def c_functions(text):
+    """(name, first line, line count) of each function defined at file scope in C source text."""
+    # Comments, strings and character literals become blanks of the same shape, so that braces
+    # inside them do not count and line numbers stay.
+    def blank(m):
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    text = re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', blank, text, flags=re.S)
+    text = re.sub(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", blank, text, flags=re.M)  # preprocessor lines
+    out, depth, head = [], 0, 0
+    for i, ch in enumerate(text):
+        if depth == 0 and ch in ";}":
+            head = i + 1
+        if ch == "{":
+            if depth == 0:
+                sig = re.sub(r"__attribute__\s*\(\(.*?\)\)", "", text[head:i])
+                m = re.search(r"(\w+)\s*\([^;{}]*\)\s*$", sig)
+                start = head + len(text[head:i]) - len(text[head:i].lstrip())
+                fn = (m.group(1), text.count("\n", 0, start) + 1, i) if m and "=" not in sig.split("(")[0] else None
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                if fn:
+                    out.append((fn[0], fn[1], text.count("\n", 0, i) + 2 - fn[1]))
+                head = i + 1
+    return out
+
+
+def test_no_c_function_in_src_over_80_lines():
+    lengths = {}
+    for d, _, names in os.walk(os.path.join(ROOT, "src")):
+        for n in names:
+            if n.endswith((".c", ".h", ".cpp")):
+                with open(os.path.join(d, n)) as f:
+                    for name, line, count in c_functions(f.read()):
+                        lengths[f"{os.path.relpath(os.path.join(d, n), ROOT)}:{line} {name}"] = count
+    assert len(lengths) > 200
+    assert {k: v for k, v in lengths.items() if v > 80} == {}
+
+
+def test_the_function_counter_counts():
+    src = 'static int a(int x) {\n  if (x) { return "}"[0]; }\n  /* } */\n  return 0;\n}\n\nstruct s { int y; };\n' \
+          "int\nb(void)\n{\n  return '{';\n}\n" \
+          "static void c(int x) __attribute__((noinline)) {\n}\n"
+    assert c_functions(src) == [("a", 1, 5), ("b", 8, 5), ("c", 13, 2)]

@@ -90,7 +90,7 @@ def test_jit_behaviour(checks, name):
 def test_grid_tracer_refuses_what_it_cannot_read_per_launch():
     """A grid callable becomes a grid program only when its body is arithmetic over META, int
     closure cells, module ints and Triton's cdiv; anything else is called per launch."""
-    from fastlaunch.triton_jit import _NotTraceable, trace_grid
+    from fastlaunch.grid_trace import NotTraceable as _NotTraceable, trace_grid
 
     class P:
         def __init__(self, name, const):
