@@ -1,5 +1,5 @@
 /* fuzz_plan.c: libFuzzer target for plan building and packing, through the public headers only.
- * The input is read as a descriptor (flavour, options by name, kinds, fixed values, grid mode,
+ * The input is read as a descriptor (ABI, options by name, kinds, fixed values, grid mode,
  * static grid or grid expressions, names) for the null backend, then as launches with random
  * values. Refusals must carry a reason and leave nothing allocated (LeakSanitizer); launches must
  * be counted exactly once when they succeed and never when they are refused. */

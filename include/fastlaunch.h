@@ -91,9 +91,9 @@ FL_EXTERN bool fl_kind_is_int(fl_kind kind);   /* i1..u64 */
 FL_EXTERN bool fl_kind_is_float(fl_kind kind); /* fp16..fp64 */
 
 /* ---------------------------------------------------------------------------------------------
- * Targets: an ABI flavour (how the packed argument buffer is laid out) and the options of that
- * flavour, for the layout and for the launch. Only the options of the target's own flavour are
- * read; fl_target_set sets one by name, refusing names the flavour does not have.
+ * Targets: an ABI (how the packed argument buffer is laid out) and the options of that
+ * ABI, for the layout and for the launch. Only the options of the target's own ABI are
+ * read; fl_target_set sets one by name, refusing names the ABI does not have.
  * ------------------------------------------------------------------------------------------- */
 typedef enum fl_abi { FL_ABI_HOST, FL_ABI_CUDA, FL_ABI_NPU, FL_ABI_COUNT } fl_abi;
 
@@ -132,11 +132,11 @@ typedef struct fl_target {
   fl_npu_options npu;   /* read when abi is FL_ABI_NPU */
 } fl_target;
 
-/* Sets the option `name` of the target's flavour ("num_warps", "clamp_blocks", ...) to `value`.
- * FL_BAD_DESCRIPTOR "option_unknown:<flavour>:<name>" for a name the flavour does not have,
+/* Sets the option `name` of the target's ABI ("num_warps", "clamp_blocks", ...) to `value`.
+ * FL_BAD_DESCRIPTOR "option_unknown:<abi>:<name>" for a name the ABI does not have,
  * "option_out_of_range:<name>" for a value its field cannot hold. */
 FL_EXTERN fl_status fl_target_set(fl_target *target, const char *name, int64_t value, fl_error *err);
-/* The option names of a flavour, for messages: the i-th, or NULL past the last. */
+/* The option names of an ABI, for messages: the i-th, or NULL past the last. */
 FL_EXTERN const char *fl_target_option_name(fl_abi abi, size_t i);
 
 /* The layout of a packed argument buffer. Offsets are in bytes; -1 means "no such slot". */
@@ -185,8 +185,8 @@ static inline fl_value fl_float(double f) { fl_value x; x.type = FL_VALUE_FLOAT;
 static inline fl_value fl_ptr(const void *p) { fl_value x; x.type = FL_VALUE_PTR; x.v.p = (uint64_t)(uintptr_t)p; return x; }
 static inline fl_value fl_none(void) { fl_value x; x.type = FL_VALUE_NONE; x.v.u = 0; return x; }
 
-/* Converts one value to `kind` for flavour `abi` and writes it at `dst` (which must have room for
- * the kind's slot size in that flavour). `index` only names the argument in the reason. */
+/* Converts one value to `kind` for ABI `abi` and writes it at `dst` (which must have room for
+ * the kind's slot size in that ABI). `index` only names the argument in the reason. */
 FL_EXTERN fl_status fl_pack_value(fl_abi abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
                                   fl_error *err);
 
@@ -228,8 +228,8 @@ typedef enum fl_memory {
  * table: no layer above needs to know a backend by name. */
 typedef struct fl_backend_info {
   const char *name;
-  fl_abi default_abi;    /* the flavour its kernels use */
-  unsigned abi_mask;     /* bit (1u << fl_abi) for each flavour it accepts */
+  fl_abi default_abi;    /* the ABI its kernels use */
+  unsigned abi_mask;     /* bit (1u << fl_abi) for each ABI it accepts */
   fl_kernel_kind kernel; /* what it takes as the kernel handle */
   fl_memory memory;      /* where its kernels read pointer arguments */
   bool own_streams;      /* streams come from fl_stream_create (else: the framework's raw stream) */
@@ -296,7 +296,7 @@ typedef enum fl_grid_mode {
 typedef struct fl_plan_desc {
   const char *name;       /* kernel name, for messages; may be NULL */
   fl_backend_id backend;
-  fl_target target;       /* the flavour (one the backend accepts) and its options */
+  fl_target target;       /* the ABI (one the backend accepts) and its options */
   /* The kernel handle, as fl_backend_info.kernel says for the backend. */
   void *kernel;
   /* Whatever owns the kernel handle; released when the plan is destroyed (may be NULL). The last

@@ -56,11 +56,11 @@ static inline void fl__ok(fl_error *err) {
 }
 
 /* ---- targets (target.c) ---- */
-/* Checks a target: a known flavour, no option of another flavour set, every option in range. */
+/* Checks a target: a known ABI, no option of another ABI set, every option in range. */
 fl_status fl__target_check(const fl_target *target, fl_error *err);
 
 /* ---- layout (layout.c) ---- */
-/* Size and alignment of a kind's slot in a flavour. */
+/* Size and alignment of a kind's slot in an ABI. */
 size_t fl__layout_kind_size(fl_abi abi, fl_kind kind);
 size_t fl__layout_kind_align(fl_abi abi, fl_kind kind);
 
@@ -100,8 +100,8 @@ static inline int64_t fl__grid_shape_apply(const fl__grid_shape *sh, int64_t x) 
  * static const instance; nothing outside its file names it, except the table in backend.c. */
 typedef struct fl__backend {
   const char *name;
-  fl_abi default_abi;            /* the flavour its kernels use */
-  unsigned abi_mask;             /* bit (1u << fl_abi) for each flavour it accepts */
+  fl_abi default_abi;            /* the ABI its kernels use */
+  unsigned abi_mask;             /* bit (1u << fl_abi) for each ABI it accepts */
   fl_kernel_kind kernel;         /* what it takes as the kernel handle */
   fl_memory memory;              /* where its kernels read pointer arguments */
   int64_t grid_max[3];           /* inclusive limit of each grid dimension */
@@ -183,7 +183,7 @@ struct fl_plan {
 /* Checks a grid against the plan's limits; returns BAD_GRID (not stable) with
  * "grid_dim_negative:i", "grid_dim_zero:i", "grid_dim_exceeds:i" or "grid_product_exceeds". */
 fl_status fl__plan_check_grid(const fl_plan *plan, const int64_t grid[3], uint32_t out[3], fl_error *err);
-/* Writes the grid into the npu flavour's int32 grid slots of a packed buffer. */
+/* Writes the grid into the npu ABI's int32 grid slots of a packed buffer. */
 void fl__plan_write_grid(const fl_plan *plan, unsigned char *buf, const uint32_t grid[3]);
 
 #endif /* FL_INTERNAL_H */

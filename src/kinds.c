@@ -1,4 +1,4 @@
-/* kinds.c: names of kinds and flavours, and parsing them (and backend names) from text. */
+/* kinds.c: names of kinds and ABIs, and parsing them (and backend names) from text. */
 #include "fl_internal.h"
 
 #include <string.h>

@@ -1,4 +1,4 @@
-/* layout.c: where each argument and hidden slot sits in the packed buffer of each ABI flavour. */
+/* layout.c: where each argument and hidden slot sits in the packed buffer of each ABI. */
 #include "fl_internal.h"
 
 /* Slot sizes for host and cuda: the natural C size of each kind. i1 takes one byte because

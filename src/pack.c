@@ -1,4 +1,4 @@
-/* pack.c: converts one argument value to its kind's slot, with range checks, for each flavour. */
+/* pack.c: converts one argument value to its kind's slot, with range checks, for each ABI. */
 #include "fl_internal.h"
 
 #include <math.h>

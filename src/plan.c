@@ -231,7 +231,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   plan->nargs = desc->nkinds;
   plan->nruntime = desc->runtime_arg_count;
   plan->grid_mode = desc->grid_mode;
-  /* A plan that clamps its block count to the core count launches any grid (npu flavour). */
+  /* A plan that clamps its block count to the core count launches any grid (npu ABI). */
   plan->grid_max_product =
       desc->target.abi == FL_ABI_NPU && desc->target.npu.clamp_blocks ? 0 : be->grid_max_product;
   atomic_init(&plan->refcount, 1);

@@ -1,10 +1,10 @@
-/* target.c: a plan's target: its ABI flavour and that flavour's options, set by name and checked. */
+/* target.c: a plan's target: its ABI and that ABI's options, set by name and checked. */
 #include "fl_internal.h"
 
 #include <string.h>
 
-/* One option of a flavour: where it lives in fl_target and the largest value it takes. Layout
- * options come first in each flavour; the table is the one place their names are spelled. */
+/* One option of an ABI: where it lives in fl_target and the largest value it takes. Layout
+ * options come first in each ABI; the table is the one place their names are spelled. */
 typedef struct option {
   fl_abi abi;
   const char *name;
@@ -95,13 +95,13 @@ const char *fl_target_option_name(fl_abi abi, size_t i) {
 
 fl_status fl__target_check(const fl_target *t, fl_error *err) {
   if ((unsigned)t->abi >= FL_ABI_COUNT) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "abi_unknown:%d", (int)t->abi);
-  /* Options of another flavour must be left at zero: a descriptor meant for another flavour is
+  /* Options of another ABI must be left at zero: a descriptor meant for another ABI is
    * refused instead of silently producing a different buffer or launch. */
   for (size_t i = 0; i < NOPTIONS; i++) {
     const option *o = &options[i];
     uint64_t v = get(t, o);
     if (o->abi != t->abi && v != 0)
-      return fl__fail(err, FL_BAD_DESCRIPTOR, true, "option_not_for_flavour:%s:%s", o->name, fl_abi_name(t->abi));
+      return fl__fail(err, FL_BAD_DESCRIPTOR, true, "option_not_for_abi:%s:%s", o->name, fl_abi_name(t->abi));
     if (v > o->max) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "option_out_of_range:%s:%llu", o->name,
                                     (unsigned long long)v);
   }

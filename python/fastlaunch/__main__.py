@@ -65,7 +65,7 @@ _OPTION_FLAGS = (
 
 
 def _setup_layout(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--abi", required=True, choices=_ABIS, help="the ABI flavour of the packed buffer")
+    parser.add_argument("--abi", required=True, choices=_ABIS, help="the ABI of the packed buffer")
     parser.add_argument("--ffts", action="store_true", help="npu: a leading FFTS address slot")
     parser.add_argument("--simt-only", action="store_true",
                         help="npu: a pure-SIMT kernel (no sync-lock and workspace slots)")
@@ -82,11 +82,11 @@ def _setup_layout(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_layout(args: argparse.Namespace) -> int:
-    """Print where each argument sits in a flavour's packed argument buffer, as JSON."""
+    """Print where each argument sits in an ABI's packed argument buffer, as JSON."""
     from fastlaunch import layout
 
     try:
-        # Only the options given: each flavour takes its own (the library refuses the others).
+        # Only the options given: each ABI takes its own (the library refuses the others).
         options = {k: v for k, v in (("ffts", args.ffts), ("simt_only", args.simt_only), ("dtdata", args.dtdata),
                                      ("scratch", args.scratch), ("hidden_ptrs", args.hidden_ptrs)) if v}
         result = layout(args.abi, list(args.kinds), **options)

@@ -3,7 +3,7 @@
 Triton-Ascend registers each kernel with rtDevBinaryRegister + rtFunctionRegister: its
 CompiledKernel.function is that stub, launched with rtKernelLaunch on the packed argument struct
 its generator emits (FFTS address, sync-lock and workspace slots, the arguments, the grid). The
-plan takes the same stub and the same bytes (npu flavour, option rt_stub). What that launcher
+plan takes the same stub and the same bytes (npu ABI, option rt_stub). What that launcher
 decides from the environment when it is generated is decided here from the same variables.
 
 Refused, each with its own stable reason, so the stock launcher keeps the call:

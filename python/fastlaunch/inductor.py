@@ -246,8 +246,8 @@ class InductorAdapter(Adapter):
         options = self._launch_options(autotuner, launcher)
         kernel = self._kernel(autotuner, launcher)
         try:
-            # The CUDA flavour whenever the binary's own options apply (a cuda plan, or the null
-            # backend measuring one); host kernels standing in for the GPU take the host flavour.
+            # The CUDA ABI whenever the binary's own options apply (a cuda plan, or the null
+            # backend measuring one); host kernels standing in for the GPU take the host ABI.
             plan = Plan(kernel, kinds, backend=self.backend, abi="cuda" if options else None, options=options or None,
                         owner=launcher, grid_exprs=grid, arg_names=names, name=meta.get("kernel_name"),
                         ignore=ignore or None)

@@ -88,7 +88,7 @@ def _hidden_slots(metadata) -> int:
 
 
 def launch_options_of(metadata) -> dict:
-    """Plan keyword options for a Triton binary's metadata (CUDA flavour): hidden slots, warps,
+    """Plan keyword options for a Triton binary's metadata (CUDA ABI): hidden slots, warps,
     CTAs per cluster, shared memory, cooperative and PDL. Refuses what the packed launch cannot
     reproduce (scratch that needs an allocation per launch, instrumentation, 3-D clusters)."""
     _refuse_instrumentation(metadata)

@@ -86,7 +86,7 @@ static fl_status null_stream_count(uint64_t stream, uint64_t *count, fl_error *e
 
 const fl__backend fl__backend_null = {
     .name = "null",
-    /* It measures the launch path of any flavour: the plan's target says which. */
+    /* It measures the launch path of any ABI: the plan's target says which. */
     .default_abi = FL_ABI_HOST,
     .abi_mask = (1u << FL_ABI_HOST) | (1u << FL_ABI_CUDA) | (1u << FL_ABI_NPU),
     .kernel = FL_KERNEL_NONE,

@@ -498,7 +498,7 @@ int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl
     }
     if ((size_t)size != strlen(name) || fl_abi_parse(name, &target->abi, &err) != FL_OK) {
       PyObject *what = PyUnicode_FromString("abi");
-      if (what) value_error_about(what, "abi: unknown flavour %R (expected 'host', 'cuda' or 'npu')", abi);
+      if (what) value_error_about(what, "abi: unknown ABI %R (expected 'host', 'cuda' or 'npu')", abi);
       Py_XDECREF(what);
       return -1;
     }
@@ -543,7 +543,7 @@ int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl
           size_t used = strlen(names);
           snprintf(names + used, sizeof names - used, "%s%s", k ? ", " : "", fl_target_option_name(target->abi, k));
         }
-        value_error_about(key, "options: %R is not an option of the %s flavour (its options: %s)", key,
+        value_error_about(key, "options: %R is not an option of the %s ABI (its options: %s)", key,
                      fl_abi_name(target->abi), names[0] ? names : "none");
       } else {
         value_error_about(key, "options[%R]: %s", key, err.reason);

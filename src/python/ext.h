@@ -235,7 +235,7 @@ int fl_ext_parse_kinds(fl_ext_state *st, PyObject *seq, bool refusal, fl_kind **
 int fl_ext_parse_strings(PyObject *seq, const char *what, size_t want, const char ***out, PyObject **keep);
 /* Reads fixed argument values (int, float, bool, None). PyMem-allocated. */
 int fl_ext_parse_values(PyObject *seq, fl_value **out, size_t *n);
-/* Fills a target from a flavour name and a mapping of option names to ints or bools. */
+/* Fills a target from an ABI name and a mapping of option names to ints or bools. */
 int fl_ext_parse_target(PyObject *abi, PyObject *options, fl_abi default_abi, fl_target *target);
 /* A layout as a dict {size, align, args, grid, ffts, hidden}. */
 PyObject *fl_ext_layout_dict(const fl_layout *layout, const size_t *offsets, size_t n);

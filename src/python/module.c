@@ -161,7 +161,7 @@ static PyMethodDef module_methods[] = {
      "tensor_door($module, /)\n--\n\n-> (in_use, why): tensor arguments through torch's C++ object, or data_ptr() and why"},
     {"layout", ext_layout, METH_VARARGS,
      "layout($module, abi, kinds, options=None, /)\n--\n\n-> dict: "
-     "Where each argument of a signature sits in the packed buffer of an ABI flavour with those options."},
+     "Where each argument of a signature sits in the packed buffer of an ABI with those options."},
     {"stream_create", ext_stream_create, METH_VARARGS, "stream_create($module, backend='host', /)\n--\n\n-> int: a new stream of the backend"},
     {"stream_synchronize", ext_stream_synchronize, METH_VARARGS, "stream_synchronize($module, stream, backend='host', /)\n--\n\nWaits for the stream's launches."},
     {"stream_destroy", ext_stream_destroy, METH_VARARGS, "stream_destroy($module, stream, backend='host', /)\n--\n\nDrains, then destroys the stream."},

@@ -413,7 +413,7 @@ static PyGetSetDef plan_getset[] = {
     {"kinds", plan_get_kinds, NULL, "argument kinds", NULL},
     {"grid_mode", plan_get_grid_mode, NULL, "'static', 'program' or 'caller'", NULL},
     {"backend", plan_get_backend, NULL, "the backend's name", NULL},
-    {"abi", plan_get_abi, NULL, "the ABI flavour of its packed buffer", NULL},
+    {"abi", plan_get_abi, NULL, "the ABI of its packed buffer", NULL},
     {"runtime_arg_count", plan_get_runtime, NULL, "runtime kernel arguments per launch", NULL},
     {"call_arg_count", plan_get_call_args, NULL, "positional arguments per call (ignored ones included)", NULL},
     {"ignored", plan_get_ignored, NULL, "positions of the call's arguments the plan skips", NULL},
@@ -439,7 +439,7 @@ static PyType_Slot plan_slots[] = {
     {Py_tp_methods, plan_methods},
     {Py_tp_doc, "Plan(kernel, kinds, *, backend='host', abi=None, options=None, owner=None, runtime_arg_count=None, "
                 "fixed_args=(), grid=None, grid_exprs=None, arg_names=None, name=None, ignore=None)\n--\n\nA launch plan, "
-                "built once.\n\nabi is the ABI flavour (default: the backend's own); options are that flavour's "
+                "built once.\n\nabi is the ABI (default: the backend's own); options are that ABI's "
                 "options by name (cuda: hidden_ptrs, num_warps, num_ctas, shared_mem, cooperative, pdl; npu: ffts, "
                 "simt_only, dtdata, scratch, ffts_addr, simt, dyn_ubuf, clamp_blocks).\n\n"
                 "plan(*args, stream=0, grid=None) launches it."},

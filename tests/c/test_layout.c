@@ -97,7 +97,7 @@ static void doc_trailing_slots(void) {
   ASSERT_EQ(l.size, 24 + 24);
 }
 
-/* The slot of each kind, per flavour, with the C type the generated launchers use for it. */
+/* The slot of each kind, per ABI, with the C type the generated launchers use for it. */
 #define KIND_TYPES(X)                                                                              \
   X(FL_KIND_PTR, void *, void *)                                                                   \
   X(FL_KIND_I1, int8_t, int32_t)                                                                   \
@@ -210,7 +210,7 @@ static void refusals(void) {
                "too_many_args:18446744073709551615");
   ASSERT_FAILS(fl_layout_compute(&o, NULL, 1, &l, off, &err), &err, FL_BAD_DESCRIPTOR, "kinds_null");
 
-  /* Unknown kinds name their index and value, in every flavour. */
+  /* Unknown kinds name their index and value, in every ABI. */
   fl_kind bad[3] = {FL_KIND_PTR, FL_KIND_I32, FL_KIND_COUNT};
   for (int abi = 0; abi < FL_ABI_COUNT; abi++) {
     fl_target a = {.abi = abi};
@@ -221,22 +221,22 @@ static void refusals(void) {
   memcpy(&bad[1], &minus_one, sizeof bad[1]);
   ASSERT_FAILS(fl_layout_compute(&o, bad, 3, &l, off, &err), &err, FL_BAD_KIND, "kind_unknown:1:-1");
 
-  /* Options of one flavour are refused by the others. */
+  /* Options of one ABI are refused by the others. */
   static const struct {
     int abi;
     fl_target opts;
     const char *reason;
   } foreign[] = {
-      {FL_ABI_HOST, {.cuda.hidden_ptrs = 1}, "option_not_for_flavour:hidden_ptrs:host"},
-      {FL_ABI_HOST, {.npu.ffts = true}, "option_not_for_flavour:ffts:host"},
-      {FL_ABI_HOST, {.npu.simt_only = true}, "option_not_for_flavour:simt_only:host"},
-      {FL_ABI_HOST, {.npu.dtdata = true}, "option_not_for_flavour:dtdata:host"},
-      {FL_ABI_HOST, {.npu.scratch = 2}, "option_not_for_flavour:scratch:host"},
-      {FL_ABI_CUDA, {.npu.ffts = true}, "option_not_for_flavour:ffts:cuda"},
-      {FL_ABI_CUDA, {.npu.simt_only = true}, "option_not_for_flavour:simt_only:cuda"},
-      {FL_ABI_CUDA, {.npu.dtdata = true}, "option_not_for_flavour:dtdata:cuda"},
-      {FL_ABI_CUDA, {.npu.scratch = 1}, "option_not_for_flavour:scratch:cuda"},
-      {FL_ABI_NPU, {.cuda.hidden_ptrs = 2}, "option_not_for_flavour:hidden_ptrs:npu"},
+      {FL_ABI_HOST, {.cuda.hidden_ptrs = 1}, "option_not_for_abi:hidden_ptrs:host"},
+      {FL_ABI_HOST, {.npu.ffts = true}, "option_not_for_abi:ffts:host"},
+      {FL_ABI_HOST, {.npu.simt_only = true}, "option_not_for_abi:simt_only:host"},
+      {FL_ABI_HOST, {.npu.dtdata = true}, "option_not_for_abi:dtdata:host"},
+      {FL_ABI_HOST, {.npu.scratch = 2}, "option_not_for_abi:scratch:host"},
+      {FL_ABI_CUDA, {.npu.ffts = true}, "option_not_for_abi:ffts:cuda"},
+      {FL_ABI_CUDA, {.npu.simt_only = true}, "option_not_for_abi:simt_only:cuda"},
+      {FL_ABI_CUDA, {.npu.dtdata = true}, "option_not_for_abi:dtdata:cuda"},
+      {FL_ABI_CUDA, {.npu.scratch = 1}, "option_not_for_abi:scratch:cuda"},
+      {FL_ABI_NPU, {.cuda.hidden_ptrs = 2}, "option_not_for_abi:hidden_ptrs:npu"},
   };
   for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
     fl_target a = foreign[i].opts;
@@ -346,7 +346,7 @@ static bool make_sigs(sig_list *s) {
   return true;
 }
 
-/* Emits the struct for signature `idx` exactly as the launcher of its flavour would declare it,
+/* Emits the struct for signature `idx` exactly as the launcher of its ABI would declare it,
  * followed by a row of what the compiler says about it: sizeof, _Alignof, the ffts and grid
  * offsets (or -1), the first and last hidden slots (or -1), the generator's hidden slot count,
  * the argument count and each argument's offsetof. */

@@ -373,7 +373,7 @@ static void caller_grid(void) {
 }
 
 static void npu_template(void) {
-  /* The null backend takes the npu flavour: the static grid and the FFTS address are in the template. */
+  /* The null backend takes the npu ABI: the static grid and the FFTS address are in the template. */
   fl_error err;
   fl_plan *p;
   fl_kind kinds[] = {FL_KIND_PTR, FL_KIND_PTR, FL_KIND_I32};
@@ -481,15 +481,15 @@ static void targets_by_name(void) {
   ASSERT_FAILS(fl_target_set(&t, "ffts", 1, &err), &err, FL_BAD_DESCRIPTOR, "option_unknown:cuda:ffts");
   ASSERT_FAILS(fl_target_set(NULL, "ffts", 1, &err), &err, FL_BAD_DESCRIPTOR, "target_null");
   t.abi = FL_ABI_NPU;
-  /* The cuda options set above are now another flavour's: a layout refuses them. */
+  /* The cuda options set above are now another ABI's: a layout refuses them. */
   fl_layout l;
   ASSERT_FAILS(fl_layout_compute(&t, k3, 3, &l, NULL, &err), &err, FL_BAD_DESCRIPTOR,
-               "option_not_for_flavour:num_warps:npu");
+               "option_not_for_abi:num_warps:npu");
   memset(&t.cuda, 0, sizeof t.cuda);
   ASSERT_OK(fl_target_set(&t, "ffts_addr", -2, &err), &err); /* an address uses all 64 bits */
   ASSERT_TRUE(t.npu.ffts_addr == UINT64_MAX - 1);
   ASSERT_OK(fl_layout_compute(&t, k3, 3, &l, NULL, &err), &err);
-  /* Each flavour lists its own options; host has none. */
+  /* Each ABI lists its own options; host has none. */
   ASSERT_TRUE(fl_target_option_name(FL_ABI_HOST, 0) == NULL);
   ASSERT_STREQ(fl_target_option_name(FL_ABI_CUDA, 0), "hidden_ptrs");
   ASSERT_STREQ(fl_target_option_name(FL_ABI_NPU, 7), "clamp_blocks");

@@ -39,7 +39,7 @@ SPELLINGS = {
 }
 KINDS = ["ptr", "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"]
 
-# The natural C type of each kind for the host and cuda flavours (Triton's CUDA launcher passes i1
+# The natural C type of each kind for the host and cuda ABIs (Triton's CUDA launcher passes i1
 # as int8 and fp16/bf16 as their 16 bits).
 CTYPE = {
     "ptr": ctypes.c_void_p, "i1": ctypes.c_int8,
@@ -71,7 +71,7 @@ def ctypes_struct(kinds, hidden_ptrs: int):
     return type("Args", (ctypes.Structure,), {"_fields_": fields})
 
 
-@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="the flavours assume 64-bit pointers")
+@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="the ABIs assume 64-bit pointers")
 @pytest.mark.parametrize("abi,hidden_ptrs", [("host", 0), ("cuda", 0), ("cuda", 1), ("cuda", 2)])
 def test_natural_layout_matches_ctypes(abi, hidden_ptrs):
     rng = random.Random(f"natural-{abi}-{hidden_ptrs}")
@@ -294,14 +294,14 @@ def test_refuses_scratch_without_simt_only():
     ("npu", {"simt_only": True, "scratch": 3}, "option_out_of_range:scratch:3"),
     ("cuda", {"hidden_ptrs": 3}, "option_out_of_range:hidden_ptrs:3"),
     ("cuda", {"hidden_ptrs": -1}, "option_out_of_range:hidden_ptrs:-1"),
-    ("host", {"hidden_ptrs": 1}, "'hidden_ptrs' is not an option of the host flavour \\(its options: none\\)"),
-    ("npu", {"hidden_ptrs": 1}, "'hidden_ptrs' is not an option of the npu flavour \\(its options: ffts, simt_only"),
-    ("host", {"ffts": True}, "'ffts' is not an option of the host flavour"),
-    ("cuda", {"simt_only": True}, "'simt_only' is not an option of the cuda flavour \\(its options: hidden_ptrs, "),
-    ("cuda", {"dtdata": True}, "'dtdata' is not an option of the cuda flavour"),
-    ("host", {"scratch": 1}, "'scratch' is not an option of the host flavour"),
+    ("host", {"hidden_ptrs": 1}, "'hidden_ptrs' is not an option of the host ABI \\(its options: none\\)"),
+    ("npu", {"hidden_ptrs": 1}, "'hidden_ptrs' is not an option of the npu ABI \\(its options: ffts, simt_only"),
+    ("host", {"ffts": True}, "'ffts' is not an option of the host ABI"),
+    ("cuda", {"simt_only": True}, "'simt_only' is not an option of the cuda ABI \\(its options: hidden_ptrs, "),
+    ("cuda", {"dtdata": True}, "'dtdata' is not an option of the cuda ABI"),
+    ("host", {"scratch": 1}, "'scratch' is not an option of the host ABI"),
 ])
-def test_refuses_options_outside_the_flavour(abi, opts, reason):
+def test_refuses_options_outside_the_abi(abi, opts, reason):
     with pytest.raises(ValueError, match=reason):
         fastlaunch.layout(abi, ["ptr"], **opts)
 

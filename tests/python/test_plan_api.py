@@ -282,20 +282,20 @@ def test_reasons_cut_inside_a_character_still_raise_fastlaunch_error():
 
 def test_layout_with_keyword_arguments():
     assert fastlaunch.layout(abi="host", kinds=["ptr", "i8"])["size"] == 16
-    with pytest.raises(ValueError, match="abi: unknown flavour 'gpu'"):
+    with pytest.raises(ValueError, match="abi: unknown ABI 'gpu'"):
         fastlaunch.layout(abi="gpu", kinds=["ptr"])
 
 
 def test_a_plan_takes_a_typed_spec():
-    """The flavour is explicit (default: the backend's own, from its table) and the options are that
-    flavour's, by name; the null backend stands in for any flavour."""
+    """The ABI is explicit (default: the backend's own, from its table) and the options are that
+    ABI's, by name; the null backend stands in for any ABI."""
     host = Plan(None, ["ptr", "i32"], backend="null", grid=(1,))
     assert host.abi == "host" and host.layout["size"] == 16
     npu = Plan(None, ["ptr", "i32"], backend="null", abi="npu", grid=(1,))
     assert npu.abi == "npu" and npu.layout == fastlaunch.layout("npu", ["ptr", "i32"]) and npu.layout["size"] == 40
     cuda = Plan(None, ["*fp32", "i32"], backend="null", abi="cuda", options={"hidden_ptrs": 2, "num_warps": 8}, grid=(1,))
     assert cuda.layout["hidden"] == [16, 24]
-    with pytest.raises(ValueError, match="'num_warps' is not an option of the npu flavour"):
+    with pytest.raises(ValueError, match="'num_warps' is not an option of the npu ABI"):
         Plan(None, ["ptr"], backend="null", abi="npu", options={"num_warps": 4}, grid=(1,))
     with pytest.raises(ValueError, match="option_out_of_range:num_warps:64"):
         Plan(None, ["ptr"], backend="null", abi="cuda", options={"num_warps": 64}, grid=(1,))
@@ -303,7 +303,7 @@ def test_a_plan_takes_a_typed_spec():
         Plan(None, ["ptr"], backend="null", abi="cuda", options={"num_warps": 4.0}, grid=(1,))
     with pytest.raises(FastLaunchPlanUnavailable, match="abi_not_for_backend:npu:host"):
         Plan(None, ["ptr"], backend="host", abi="npu", grid=(1,))
-    with pytest.raises(ValueError, match="abi: unknown flavour 'gpu'"):
+    with pytest.raises(ValueError, match="abi: unknown ABI 'gpu'"):
         Plan(None, ["ptr"], backend="null", abi="gpu")
     info = fastlaunch._C.backend_info("npu")
     assert info == {"name": "npu", "abi": "npu", "abis": ["npu"], "kernel": "handle", "own_streams": False}
