@@ -106,6 +106,7 @@ def random_plan_kwargs(rng, nkinds):
 
 def main(calls=100_000, seed=1):
     rng = random.Random(seed)
+    _C.fault_wrap("null")  # its plans can be armed with fault_inject
     stream = _C.stream_create("null")
     counts = {"calls": 0, "refused": 0, "launched": 0}
     plans = []

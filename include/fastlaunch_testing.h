@@ -1,8 +1,8 @@
 /* fastlaunch_testing.h: hooks for tests, benchmarks and tools; not part of the launch contract.
  *
  * Nothing here is needed to build or launch a plan, and nothing here costs the launch path anything
- * while unused: fault injection swaps the backend table of the one plan it targets, so a plan that
- * is not targeted launches exactly as in a build without it. */
+ * while unused: fault injection wraps a backend for the plans created while it is wrapped, so a plan
+ * created otherwise launches exactly as in a build without it. */
 #ifndef FASTLAUNCH_TESTING_H
 #define FASTLAUNCH_TESTING_H
 
@@ -18,7 +18,8 @@ extern "C" {
  * points before the submit boundary fail as ordinary refusals (nothing submitted);
  * FL_FAULT_SUBMIT_AFTER submits and then reports an error; FL_FAULT_SUBMIT_LOST submits nothing but
  * reports that it may have. One plan at a time: arming another, or FL_FAULT_NONE, disarms the
- * previous one.
+ * previous one. Only a plan created while its backend was wrapped (fl_fault_wrap) can be armed: its
+ * table is the wrapper, which forwards each launch to the backend's submit unless it is armed.
  * ------------------------------------------------------------------------------------------- */
 typedef enum fl_fault_point {
   FL_FAULT_NONE,
@@ -30,7 +31,12 @@ typedef enum fl_fault_point {
   FL_FAULT_COUNT
 } fl_fault_point;
 
-/* Arms `point` on `plan` (NULL or FL_FAULT_NONE: disarms). FL_BAD_VALUE for an unknown point. */
+/* Wraps `backend` (on) for the plans created from now on, or stops wrapping it (off: plans created
+ * while it was wrapped stay wrapped). FL_BAD_VALUE "backend_unknown:<n>" for an unknown backend. */
+FL_EXTERN fl_status fl_fault_wrap(fl_backend_id backend, bool on, fl_error *err);
+
+/* Arms `point` on `plan` (NULL or FL_FAULT_NONE: disarms). FL_BAD_VALUE for an unknown point, and
+ * "fault_plan_not_wrapped:<backend>" for a plan created while its backend was not wrapped. */
 FL_EXTERN fl_status fl_fault_inject(fl_fault_point point, uint32_t one_in, uint64_t seed, const fl_plan *plan,
                                     fl_error *err);
 FL_EXTERN uint64_t fl_fault_fired(void); /* faults fired since the last fl_fault_inject */

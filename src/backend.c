@@ -14,8 +14,21 @@ static const fl__backend *const backends[FL_BACKEND_COUNT] = {
     [FL_BACKEND_NPU] = &fl__backend_npu,
 };
 
+#ifdef FL_TESTING
+/* Testing builds: a wrapper standing in for a backend in plans created from now on (testing.c). */
+static _Atomic(const fl__backend *) wrapped[FL_BACKEND_COUNT];
+
+void fl__backend_wrap(fl_backend_id backend, const fl__backend *wrapper) { atomic_store(&wrapped[backend], wrapper); }
+
+const fl__backend *fl__backend_builtin(fl_backend_id backend) { return backends[backend]; }
+#endif
+
 const fl__backend *fl__backend_get(fl_backend_id backend) {
   if ((unsigned)backend >= FL_BACKEND_COUNT) return NULL;
+#ifdef FL_TESTING
+  const fl__backend *wrapper = atomic_load(&wrapped[backend]);
+  if (wrapper) return wrapper;
+#endif
   return backends[backend];
 }
 

@@ -133,7 +133,14 @@ typedef struct fl__backend {
 #endif
 } fl__backend;
 
-const fl__backend *fl__backend_get(fl_backend_id backend); /* NULL when out of range */
+/* The table plans of that backend are created with; NULL when out of range. */
+const fl__backend *fl__backend_get(fl_backend_id backend);
+#ifdef FL_TESTING
+/* Testing builds: the backend's own table, and a wrapper (NULL: none) that fl__backend_get returns
+ * in its place from now on (fault injection, testing.c). */
+const fl__backend *fl__backend_builtin(fl_backend_id backend);
+void fl__backend_wrap(fl_backend_id backend, const fl__backend *wrapper);
+#endif
 /* Around a wait on the launching thread: the hooks set with fl_set_wait_hooks (backend.c). */
 void *fl__wait_begin(void);
 void fl__wait_end(void *token);
@@ -142,12 +149,7 @@ void fl__wait_end(void *token);
 struct fl_plan {
   atomic_long refcount;
   fl_backend_id backend;
-  const fl__backend *base; /* the backend's table */
-#ifdef FL_TESTING
-  /* Testing builds: the table launches are submitted through: `base`, or fault injection's while
-   * a test arms it on this plan (testing.c). A release build submits through `base`. */
-  _Atomic(const fl__backend *) submit_via;
-#endif
+  const fl__backend *base; /* the backend's table (in testing builds, perhaps a wrapper of it) */
   fl_target target;
   void *kernel;
   void *owner;

@@ -223,9 +223,6 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   if (!plan) return fl__fail(err, FL_NOMEM, false, "nomem:plan");
   plan->backend = desc->backend;
   plan->base = be;
-#ifdef FL_TESTING
-  atomic_init(&plan->submit_via, be);
-#endif
   plan->target = desc->target;
   plan->kernel = desc->kernel;
   plan->nargs = desc->nkinds;

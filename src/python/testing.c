@@ -174,6 +174,16 @@ static PyObject *ext_fault_inject(PyObject *module, PyObject *args) {
   return NULL;
 }
 
+static PyObject *ext_fault_wrap(PyObject *module, PyObject *args) {
+  PyObject *name;
+  int on = 1;
+  fl_backend_id b;
+  if (!PyArg_ParseTuple(args, "U|p:fault_wrap", &name, &on) || fl_ext_parse_backend(name, &b) < 0) return NULL;
+  fl_error err;
+  if (fl_fault_wrap(b, on, &err) != FL_OK) return fl_ext_raise(PyModule_GetState(module), &err);
+  Py_RETURN_NONE;
+}
+
 static PyObject *ext_fault_fired(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
@@ -371,6 +381,9 @@ PyMethodDef fl_ext_testing_methods[] = {
     {"fault_inject", ext_fault_inject, METH_VARARGS,
      "fault_inject($module, point, one_in=1, seed=0, plan=None, /)\n--\n\nTests only; point is none, pack, grid, "
      "submit_refused, submit_after or submit_lost, armed on one plan"},
+    {"fault_wrap", ext_fault_wrap, METH_VARARGS,
+     "fault_wrap($module, backend, on=True, /)\n--\n\nTests only; plans of the backend created from now on can be armed "
+     "with fault_inject"},
     {"fault_fired", ext_fault_fired, METH_NOARGS, "fault_fired($module, /)\n--\n\n-> int: faults fired since fault_inject"},
     {"grid_eval", ext_grid_eval, METH_VARARGS, "grid_eval($module, expr, names, values, /)\n--\n\n-> int: one grid expression evaluated"},
     {NULL, NULL, 0, NULL},

@@ -536,13 +536,20 @@ static void backend_tables(void) {
 }
 
 /* Faults fire only on the armed plan; every point reports what its stage would; disarming (or
- * arming another plan) restores the plan's own submit. */
+ * arming another plan) restores the plan's own submit. Only a plan made while its backend was
+ * wrapped can be armed. */
 static void fault_injection_targets_one_plan(void) {
   fl_error err;
   fl_plan_desc d = null_desc();
-  fl_plan *armed = NULL, *other = NULL;
+  fl_plan *armed = NULL, *other = NULL, *plain = NULL;
+  ASSERT_OK(fl_plan_create(&d, &plain, &err), &err);
+  ASSERT_FAILS(fl_fault_wrap(FL_BACKEND_COUNT, true, &err), &err, FL_BAD_VALUE, "backend_unknown:4");
+  ASSERT_OK(fl_fault_wrap(FL_BACKEND_NULL, true, &err), &err);
   ASSERT_OK(fl_plan_create(&d, &armed, &err), &err);
   ASSERT_OK(fl_plan_create(&d, &other, &err), &err);
+  ASSERT_OK(fl_fault_wrap(FL_BACKEND_NULL, false, &err), &err);
+  ASSERT_FAILS(fl_fault_inject(FL_FAULT_PACK, 1, 7, plain, &err), &err, FL_BAD_VALUE, "fault_plan_not_wrapped:null");
+  fl_plan_release(plain);
   uint64_t s;
   ASSERT_OK(fl_stream_create(FL_BACKEND_NULL, &s, &err), &err);
   fl_value args[3] = {fl_ptr((void *)0x1000), fl_int(1), fl_int(2)};

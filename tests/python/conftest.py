@@ -19,6 +19,11 @@ if not hasattr(_C, "fault_inject"):
                 f"{_C.__file__} is a release build: pip install --no-build-isolation -Csetup-args=-Dtesting=true . "
                 "(make test does)", returncode=2)
 
+# Every plan the suite creates can be armed with fault_inject: each backend is wrapped for fault
+# injection (the wrapper forwards each launch to the backend unless a fault is armed on its plan).
+for _backend in ("host", "null", "cuda", "npu"):
+    _C.fault_wrap(_backend)
+
 try:
     import torch
 except ImportError:  # torch is optional at run time

@@ -107,6 +107,25 @@ def test_an_armed_plan_dropped_by_its_owner_stays_alive_until_disarmed():
     _C.stream_destroy(s, "null")
 
 
+def test_only_a_plan_made_while_its_backend_is_wrapped_can_be_armed():
+    """The suite wraps every backend (conftest); a plan made while its backend is not wrapped has
+    the backend's own table, and arming it says so instead of arming nothing."""
+    _C.fault_wrap("null", False)
+    try:
+        plain = Plan(None, ["i32"], backend="null", grid=(1,))
+    finally:
+        _C.fault_wrap("null")
+    with pytest.raises(FastLaunchError) as e:
+        _C.fault_inject("pack", 1, 0, plain)
+    assert e.value.reason == "fault_plan_not_wrapped:null"
+    with pytest.raises(ValueError, match="backend"):
+        _C.fault_wrap("gpu")
+    s = _C.stream_create("null")
+    plain(1, stream=s)  # it launches, unarmed
+    assert _C.stream_count(s, "null") == 1
+    _C.stream_destroy(s, "null")
+
+
 class Callee:
     """A value whose hooks (__index__, __float__, data_ptr, __iter__) do one nasty thing first."""
 
