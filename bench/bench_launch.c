@@ -109,7 +109,7 @@ static inline fl_status launch_unplanned(launcher *l, fl_error *err) {
   grid[0] = (uint32_t)g[0];
   grid[1] = (uint32_t)g[1];
   grid[2] = (uint32_t)g[2];
-  return l->caller->base->submit(l->caller, l->stream, buf, layout.size, grid, err);
+  return l->caller->base->submit(l->caller->base, l->caller, l->stream, buf, grid, err); /* layout.size: the caller plan's */
 }
 
 static void run_loop(launcher *l, int mode, long iters) {
@@ -126,7 +126,7 @@ static void run_loop(launcher *l, int mode, long iters) {
       break;
     default:
       for (long i = 0; i < iters; i++)
-        if (l->caller->base->submit(l->caller, l->stream, l->packed, l->packed_size, l->packed_grid, &err) != FL_OK)
+        if (l->caller->base->submit(l->caller->base, l->caller, l->stream, l->packed, l->packed_grid, &err) != FL_OK)
           failures++;
       break;
   }

@@ -240,6 +240,19 @@ FL_EXTERN fl_status fl_backend_info_get(fl_backend_id backend, fl_backend_info *
  * own words in the reason when it cannot load. */
 FL_EXTERN fl_status fl_backend_load(fl_backend_id backend, fl_error *err);
 
+/* Sets one setting of a backend, before it loads (its first plan, stream or fl_backend_load); the
+ * library reads no environment variable for them (fastlaunch.config does, for Python):
+ *   cuda "params"       "packed" (the default: one packed buffer, CU_LAUNCH_PARAM_BUFFER_POINTER)
+ *                       or "array" (a kernelParams array of pointers into it)
+ *   npu  "libascendcl"  the ACL library to open instead of libascendcl.so
+ *   npu  "libruntime"   the runtime library (rtKernelLaunch) to open instead of libruntime.so
+ *   testing builds only: cuda "library", the driver to open instead of libcuda.so.1 (a stand-in).
+ * FL_BAD_VALUE "setting_unknown:<backend>:<name>" or "setting_invalid:<backend>:<name>" (a value it
+ * does not take: NULL, empty, too long, not a choice); FL_UNSUPPORTED "backend_loaded:<backend>:<name>"
+ * when the backend has loaded with another value (a setting holds from load to the process's end;
+ * giving the value in use again succeeds). */
+FL_EXTERN fl_status fl_backend_configure(fl_backend_id backend, const char *name, const char *value, fl_error *err);
+
 /* A stream is a 64-bit handle. For cuda and npu it is the framework's raw stream (CUstream,
  * aclrtStream) as an integer. For host and null it is a handle made by fl_stream_create and
  * validated on every launch (an unchecked integer is never dereferenced). */

@@ -1,6 +1,8 @@
 /* backend.c: the backend table and the public stream functions that dispatch through it. */
 #include "fl_internal.h"
 
+#include <string.h>
+
 /* Each defined in its own file under src/backends/; this table is the one place that names them. */
 extern const fl__backend fl__backend_host;
 extern const fl__backend fl__backend_null;
@@ -71,14 +73,49 @@ fl_status fl_bench_launch_loop(const fl_plan *plan, uint64_t stream, const void 
   if (!plan || !packed || !grid || !ns) return fl__fail(err, FL_BAD_VALUE, true, "bench_loop_args_null");
   if (!plan->base->bench_loop)
     return fl__fail(err, FL_UNSUPPORTED, true, "bench_loop_unsupported:%s", plan->base->name);
-  return plan->base->bench_loop(plan, stream, packed, grid, n, ns, err);
+  return plan->base->bench_loop(plan->base, plan, stream, packed, grid, n, ns, err);
 }
 #endif
+
+fl_status fl_backend_configure(fl_backend_id backend, const char *name, const char *value, fl_error *err) {
+  fl_error local;
+  if (!err) err = &local;
+  const fl__backend *be = fl__backend_get(backend);
+  if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", (int)backend);
+  if (!name) return fl__fail(err, FL_BAD_VALUE, true, "setting_unknown:%s:(null)", be->name);
+  if (!be->configure) return fl__fail(err, FL_BAD_VALUE, true, "setting_unknown:%s:%.40s", be->name, name);
+  return be->configure(be, name, value, err);
+}
+
+void fl__load_once_run(fl__load_once *once, void (*load)(void *state), void *state) {
+  if (atomic_load_explicit(&once->done, memory_order_acquire)) return;
+  pthread_mutex_lock(&once->lock);
+  if (!atomic_load_explicit(&once->done, memory_order_relaxed)) {
+    load(state);
+    atomic_store_explicit(&once->done, true, memory_order_release);
+  }
+  pthread_mutex_unlock(&once->lock);
+}
+
+fl_status fl__setting_path(fl__load_once *once, const char *backend, const char *name, const char *value,
+                           char *dst, size_t n, fl_error *err) {
+  if (!value || !*value || strlen(value) >= n)
+    return fl__fail(err, FL_BAD_VALUE, true, "setting_invalid:%s:%s", backend, name);
+  pthread_mutex_lock(&once->lock);
+  fl_status st = FL_OK;
+  if (!atomic_load_explicit(&once->done, memory_order_relaxed))
+    memcpy(dst, value, strlen(value) + 1);
+  else if (strcmp(dst, value) != 0)
+    st = fl__fail(err, FL_UNSUPPORTED, true, "backend_loaded:%s:%s", backend, name);
+  pthread_mutex_unlock(&once->lock);
+  if (st == FL_OK) fl__ok(err);
+  return st;
+}
 
 static fl_status get_loaded(fl_backend_id backend, const fl__backend **out, fl_error *err) {
   const fl__backend *be = fl__backend_get(backend);
   if (!be) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "backend_unknown:%d", (int)backend);
-  fl_status st = be->load(err);
+  fl_status st = be->load(be, err);
   if (st != FL_OK) return st;
   *out = be;
   return FL_OK;
@@ -96,7 +133,7 @@ fl_status fl_stream_create(fl_backend_id backend, uint64_t *stream, fl_error *er
   if (!stream) return fl__fail(err, FL_BAD_STREAM, true, "stream_out_null");
   if (!be->stream_create)
     return fl__fail(err, FL_UNSUPPORTED, true, "stream_create_unsupported:%s", be->name);
-  return be->stream_create(stream, err);
+  return be->stream_create(be, stream, err);
 }
 
 fl_status fl_stream_synchronize(fl_backend_id backend, uint64_t stream, fl_error *err) {
@@ -105,7 +142,7 @@ fl_status fl_stream_synchronize(fl_backend_id backend, uint64_t stream, fl_error
   if (st != FL_OK) return st;
   if (!be->stream_synchronize)
     return fl__fail(err, FL_UNSUPPORTED, true, "stream_synchronize_unsupported:%s", be->name);
-  return be->stream_synchronize(stream, err);
+  return be->stream_synchronize(be, stream, err);
 }
 
 fl_status fl_stream_destroy(fl_backend_id backend, uint64_t stream, fl_error *err) {
@@ -114,7 +151,7 @@ fl_status fl_stream_destroy(fl_backend_id backend, uint64_t stream, fl_error *er
   if (st != FL_OK) return st;
   if (!be->stream_destroy)
     return fl__fail(err, FL_UNSUPPORTED, true, "stream_destroy_unsupported:%s", be->name);
-  return be->stream_destroy(stream, err);
+  return be->stream_destroy(be, stream, err);
 }
 
 fl_status fl_stream_count(fl_backend_id backend, uint64_t stream, uint64_t *count, fl_error *err) {
@@ -124,5 +161,5 @@ fl_status fl_stream_count(fl_backend_id backend, uint64_t stream, uint64_t *coun
   if (!count) return fl__fail(err, FL_BAD_STREAM, true, "count_out_null");
   if (!be->stream_count)
     return fl__fail(err, FL_UNSUPPORTED, true, "stream_count_unsupported:%s", be->name);
-  return be->stream_count(stream, count, err);
+  return be->stream_count(be, stream, count, err);
 }

@@ -7,6 +7,7 @@
 #include "fastlaunch_testing.h"
 #endif
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 
@@ -97,9 +98,13 @@ static inline int64_t fl__grid_shape_apply(const fl__grid_shape *sh, int64_t x) 
 
 /* ---- backends (backend.c and src/backends/) ---- */
 /* One backend: everything the core and the layers above need to know of it. Each backend fills one
- * static const instance; nothing outside its file names it, except the table in backend.c. */
-typedef struct fl__backend {
+ * static const instance; nothing outside its file names it, except the table in backend.c. Every
+ * method receives the table it was reached through (`self`) and finds the backend's state at
+ * self->state: the libraries it opened, its settings, its streams' words. */
+typedef struct fl__backend fl__backend;
+struct fl__backend {
   const char *name;
+  void *state;                   /* the backend's own state, one per process (its file says why) */
   fl_abi default_abi;            /* the ABI its kernels use */
   unsigned abi_mask;             /* bit (1u << fl_abi) for each ABI it accepts */
   fl_kernel_kind kernel;         /* what it takes as the kernel handle */
@@ -109,29 +114,47 @@ typedef struct fl__backend {
                                   * block count (npu clamp_blocks) */
   bool grid_allow_zero;          /* a zero dimension launches nothing (Triton's behaviour) */
   size_t max_args_size;          /* largest packed buffer */
+  /* Optional: one setting, before the backend loads (fl_backend_configure checks the name exists
+   * and refuses a change once loaded). NULL: the backend has no settings. */
+  fl_status (*configure)(const fl__backend *self, const char *name, const char *value, fl_error *err);
   /* Loads the backend's runtime if needed; idempotent and thread-safe. */
-  fl_status (*load)(fl_error *err);
+  fl_status (*load)(const fl__backend *self, fl_error *err);
   /* Optional: validates the target's launch options and prepares backend state in
    * plan->backend_data. */
-  fl_status (*plan_init)(fl_plan *plan, const fl_plan_desc *desc, fl_error *err);
-  void (*plan_fini)(fl_plan *plan);
-  /* Validates the stream (before the boundary: BAD_STREAM, not submitted) and submits. A failure of
-   * the submit itself is reported with fl__fail_submitted. Succeeds with fl__ok. */
-  fl_status (*submit)(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
+  fl_status (*plan_init)(const fl__backend *self, fl_plan *plan, const fl_plan_desc *desc, fl_error *err);
+  void (*plan_fini)(const fl__backend *self, fl_plan *plan);
+  /* Validates the stream (before the boundary: BAD_STREAM, not submitted) and submits the packed
+   * buffer `args` (plan->layout.size bytes). A failure of the submit itself is reported with
+   * fl__fail_submitted. Succeeds with fl__ok. */
+  fl_status (*submit)(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *args,
                       const uint32_t grid[3], fl_error *err);
   /* Streams; NULL where the framework owns streams (cuda, npu). */
-  fl_status (*stream_create)(uint64_t *stream, fl_error *err);
-  fl_status (*stream_synchronize)(uint64_t stream, fl_error *err);
-  fl_status (*stream_destroy)(uint64_t stream, fl_error *err);
-  fl_status (*stream_count)(uint64_t stream, uint64_t *count, fl_error *err);
+  fl_status (*stream_create)(const fl__backend *self, uint64_t *stream, fl_error *err);
+  fl_status (*stream_synchronize)(const fl__backend *self, uint64_t stream, fl_error *err);
+  fl_status (*stream_destroy)(const fl__backend *self, uint64_t stream, fl_error *err);
+  fl_status (*stream_count)(const fl__backend *self, uint64_t stream, uint64_t *count, fl_error *err);
   /* Optional: the device index of the plan's kernel (fl_plan_device); absent: -1. */
-  int (*plan_device)(const fl_plan *plan);
+  int (*plan_device)(const fl__backend *self, const fl_plan *plan);
 #ifdef FL_TESTING
   /* Optional: the backend's own launch loop (fl_bench_launch_loop, testing builds). */
-  fl_status (*bench_loop)(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
-                          uint64_t n, uint64_t *ns, fl_error *err);
+  fl_status (*bench_loop)(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *packed,
+                          const uint32_t grid[3], uint64_t n, uint64_t *ns, fl_error *err);
 #endif
-} fl__backend;
+};
+
+/* A backend's load, run once: the first caller runs it under the lock, every later one reads
+ * `done`. Settings (fl_backend_configure) are taken under the same lock, before that. */
+typedef struct fl__load_once {
+  atomic_bool done;
+  pthread_mutex_t lock;
+} fl__load_once;
+#define FL__LOAD_ONCE_INIT {false, PTHREAD_MUTEX_INITIALIZER}
+void fl__load_once_run(fl__load_once *once, void (*load)(void *state), void *state);
+/* Copies a path setting into `dst` (n bytes): FL_BAD_VALUE "setting_invalid:<backend>:<name>" for
+ * NULL, empty or too long; FL_UNSUPPORTED "backend_loaded:<backend>:<name>" when `once` has run
+ * and the value differs from the one in use. */
+fl_status fl__setting_path(fl__load_once *once, const char *backend, const char *name, const char *value,
+                           char *dst, size_t n, fl_error *err);
 
 /* The table plans of that backend are created with; NULL when out of range. */
 const fl__backend *fl__backend_get(fl_backend_id backend);

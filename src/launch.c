@@ -185,5 +185,5 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   }
   if (plan->layout.grid[0] >= 0 && plan->grid_mode != FL_GRID_STATIC) fl__plan_write_grid(plan, buf, g);
   /* The submit boundary: from here on only the backend can fail, and says whether it submitted. */
-  return plan->base->submit(plan, stream, buf, size, g, err);
+  return plan->base->submit(plan->base, plan, stream, buf, g, err);
 }

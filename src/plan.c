@@ -47,7 +47,7 @@ static bool value_to_i64(const fl_value *v, int64_t *out) {
 
 static void plan_free(fl_plan *plan) {
   if (!plan) return;
-  if (plan->base && plan->base->plan_fini) plan->base->plan_fini(plan);
+  if (plan->base && plan->base->plan_fini) plan->base->plan_fini(plan->base, plan);
   for (int d = 0; d < 3; d++) fl_grid_program_free(plan->grid_prog[d]);
   fl__free(plan->tmpl);
   fl__free(plan->offsets);
@@ -217,7 +217,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   if (!out) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_out_null");
   *out = NULL;
   if ((st = check_desc(desc, &be, err)) != FL_OK) return st;
-  if ((st = be->load(err)) != FL_OK) return st;
+  if ((st = be->load(be, err)) != FL_OK) return st;
 
   fl_plan *plan = fl__calloc(1, sizeof *plan);
   if (!plan) return fl__fail(err, FL_NOMEM, false, "nomem:plan");
@@ -276,7 +276,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   }
   if (plan->grid_mode == FL_GRID_STATIC && plan->layout.grid[0] >= 0) write_grid_slots(plan, plan->tmpl, plan->static_grid);
   if (plan->layout.ffts >= 0) memcpy(plan->tmpl + plan->layout.ffts, &desc->target.npu.ffts_addr, 8);
-  if (be->plan_init && (st = be->plan_init(plan, desc, err)) != FL_OK) goto error;
+  if (be->plan_init && (st = be->plan_init(be, plan, desc, err)) != FL_OK) goto error;
   /* From here on the plan owns the kernel's owner; on failure the caller keeps it. */
   plan->owner = desc->owner;
   plan->owner_release = desc->owner_release;
@@ -308,7 +308,7 @@ size_t fl_plan_runtime_arg_count(const fl_plan *plan) { return plan ? plan->nrun
 fl_backend_id fl_plan_backend(const fl_plan *plan) { return plan ? plan->backend : FL_BACKEND_COUNT; }
 fl_abi fl_plan_abi(const fl_plan *plan) { return plan ? plan->target.abi : FL_ABI_COUNT; }
 int fl_plan_device(const fl_plan *plan) {
-  return plan && plan->base->plan_device ? plan->base->plan_device(plan) : -1;
+  return plan && plan->base->plan_device ? plan->base->plan_device(plan->base, plan) : -1;
 }
 fl_grid_mode fl_plan_grid_mode(const fl_plan *plan) { return plan ? plan->grid_mode : FL_GRID_CALLER; }
 const char *fl_plan_name(const fl_plan *plan) { return plan ? plan->name : NULL; }

@@ -28,13 +28,14 @@ static bool fires(void) {
 
 /* Every point reports what the real stage would: the ones before the boundary fail as refusals
  * (nothing submitted), SUBMIT_AFTER submits and then fails, SUBMIT_LOST fails as if it might have. */
-static fl_status fault_submit(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
+static fl_status fault_submit(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *args,
                               const uint32_t grid[3], fl_error *err) {
+  (void)self; /* the wrapper: the backend's own table does the work */
   const fl__backend *real = fl__backend_builtin(plan->backend);
-  if (atomic_load(&armed_plan) != plan) return real->submit(plan, stream, args, size, grid, err);
+  if (atomic_load(&armed_plan) != plan) return real->submit(real, plan, stream, args, grid, err);
   int point = atomic_load(&fault_point);
   if (point == FL_FAULT_SUBMIT_AFTER) {
-    fl_status st = real->submit(plan, stream, args, size, grid, err);
+    fl_status st = real->submit(real, plan, stream, args, grid, err);
     if (st == FL_OK && fires()) return fl__fail_submitted(err, FL_BACKEND_ERROR, "fault_injected:submit_after");
     return st;
   }
@@ -50,7 +51,7 @@ static fl_status fault_submit(const fl_plan *plan, uint64_t stream, const void *
         return fl__fail_submitted(err, FL_BACKEND_ERROR, "fault_injected:submit_lost");
     }
   }
-  return real->submit(plan, stream, args, size, grid, err);
+  return real->submit(real, plan, stream, args, grid, err);
 }
 
 /* One wrapper per backend, filled once: the backend's table with fault_submit as its submit. They

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 
 from fastlaunch._C import (  # noqa: F401
     FastLaunchError,
@@ -25,6 +26,13 @@ __version__ = "0.1.0"
 from fastlaunch import _C, config  # noqa: E402  (every FASTLAUNCH_* variable, read in one place)
 
 _config = config.read()
+# The backends' settings, before any of them loads: the C library reads no environment variable.
+for _backend, _name, _value in config.backend_settings(_config):
+    try:
+        _C.backend_configure(_backend, _name, _value)
+    except (FastLaunchError, ValueError) as _e:
+        warnings.warn(f"fastlaunch: the {_backend} backend's setting {_name}={_value!r} was not applied: {_e}",
+                      stacklevel=2)
 _log = logging.getLogger("fastlaunch")
 if _config.log:
     _handler = logging.StreamHandler(sys.stderr)

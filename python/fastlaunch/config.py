@@ -1,11 +1,10 @@
 """fastlaunch.config: every FASTLAUNCH_* environment variable, in one table, read in one place.
 
 `read()` returns a Config from the environment (the process's, or a mapping given); bad values and
-unknown FASTLAUNCH_* names are warned about by name and ignored. The C library reads the variables
-its backends need itself when a backend first loads (the library paths, the CUDA parameter mode,
-the tensor door's switch); they are listed here with the same meaning, and `read()` checks them too.
-Two are read by testing builds only (`-Dtesting=true`, what `make test` builds; never a wheel): the
-stand-in driver's path and the device check's switch.
+unknown FASTLAUNCH_* names are warned about by name and ignored. The C library reads none of them:
+`import fastlaunch` gives the backends their settings from here (`_C.backend_configure`, before any
+backend loads). Two are read outside this module, with the same meaning: the tensor door's switch
+(by the extension, at the first tensor) and torch_npu's library path (by fastlaunch._npu_queue).
 """
 
 from __future__ import annotations
@@ -42,18 +41,14 @@ VARIABLES = (
              "in ~/.cache/fastlaunch is found from here too."),
     Variable("FASTLAUNCH_TENSOR_DOOR", "switch", "on", "the C extension, at the first tensor",
              "0 reads every tensor through `data_ptr()` instead of torch's C++ tensor (no C++ compiler is run)."),
-    Variable("FASTLAUNCH_LIBCUDA", "path", "libcuda.so.1", "the cuda backend, testing builds only",
-             "The CUDA driver library to open instead of the system's (the tests' stand-in driver)."),
-    Variable("FASTLAUNCH_CUDA_PARAMS", "choice:array|packed", "packed", "the cuda backend, when it first loads",
+    Variable("FASTLAUNCH_CUDA_PARAMS", "choice:array|packed", "packed", "import fastlaunch (the cuda backend's setting)",
              "`array` passes kernel arguments to cuLaunchKernel as an array of pointers instead of one packed buffer."),
-    Variable("FASTLAUNCH_LIBASCENDCL", "path", "libascendcl.so", "the npu backend, when it first loads",
+    Variable("FASTLAUNCH_LIBASCENDCL", "path", "libascendcl.so", "import fastlaunch (the npu backend's setting)",
              "The Ascend ACL library to open instead of the system's."),
-    Variable("FASTLAUNCH_LIBRUNTIME", "path", "libruntime.so", "the npu backend, when it first loads",
+    Variable("FASTLAUNCH_LIBRUNTIME", "path", "libruntime.so", "import fastlaunch (the npu backend's setting)",
              "The Ascend runtime library (rtKernelLaunch) to open instead of the system's."),
     Variable("FASTLAUNCH_LIBTORCH_NPU", "path", "libtorch_npu.so (loaded by torch_npu)", "fastlaunch._npu_queue",
              "torch_npu's library, for its task queue, when it is not the one torch_npu loaded."),
-    Variable("FASTLAUNCH_SKIP_DEVICE_CHECK", "switch", "off", "fastlaunch.Plan, testing builds only",
-             "Accepts host tensors where a backend wants device memory (the stand-in drivers)."),
 )
 _BY_NAME = {v.name: v for v in VARIABLES}
 # Read by the repository's tools and tests, never by the package: known, so never warned about.
@@ -68,12 +63,10 @@ class Config:
     log: bool = False
     cache_dir: str = ""
     tensor_door: bool = True
-    libcuda: Optional[str] = None
     cuda_params: str = "packed"
     libascendcl: Optional[str] = None
     libruntime: Optional[str] = None
     libtorch_npu: Optional[str] = None
-    skip_device_check: bool = False
 
 
 def _switch(name: str, raw: Optional[str], default: bool) -> bool:
@@ -113,13 +106,19 @@ def read(environ: Optional[Mapping[str, str]] = None) -> Config:
         log=_switch("FASTLAUNCH_LOG", env.get("FASTLAUNCH_LOG"), False),
         cache_dir=env.get("FASTLAUNCH_CACHE_DIR") or _default_cache_dir(),
         tensor_door=_switch("FASTLAUNCH_TENSOR_DOOR", env.get("FASTLAUNCH_TENSOR_DOOR"), True),
-        libcuda=env.get("FASTLAUNCH_LIBCUDA") or None,
         cuda_params=params,
         libascendcl=env.get("FASTLAUNCH_LIBASCENDCL") or None,
         libruntime=env.get("FASTLAUNCH_LIBRUNTIME") or None,
         libtorch_npu=env.get("FASTLAUNCH_LIBTORCH_NPU") or None,
-        skip_device_check=_switch("FASTLAUNCH_SKIP_DEVICE_CHECK", env.get("FASTLAUNCH_SKIP_DEVICE_CHECK"), False),
     )
+
+
+def backend_settings(cfg: Config):
+    """(backend, setting, value) for each backend setting the configuration gives."""
+    out = [("cuda", "params", cfg.cuda_params)]
+    out += [("npu", name, value) for name, value in (("libascendcl", cfg.libascendcl), ("libruntime", cfg.libruntime))
+            if value]
+    return out
 
 
 def markdown_table() -> str:

@@ -10,47 +10,49 @@
 #include <string.h>
 #include <time.h>
 
-/* Every driver symbol is resolved once, at load. */
-static struct {
-  fl_CUresult (*cuInit)(unsigned int);
-  fl_CUresult (*cuGetErrorName)(fl_CUresult, const char **);
-  fl_CUresult (*cuCtxGetCurrent)(fl_CUcontext *);
-  fl_CUresult (*cuCtxGetDevice)(fl_CUdevice *);
-  fl_CUresult (*cuDeviceGetAttribute)(int *, int, fl_CUdevice);
-  fl_CUresult (*cuFuncGetAttribute)(int *, int, fl_CUfunction);
-  fl_CUresult (*cuFuncSetAttribute)(fl_CUfunction, int, int);
-  fl_CUresult (*cuModuleLoadData)(fl_CUmodule *, const void *);
-  fl_CUresult (*cuModuleGetFunction)(fl_CUfunction *, fl_CUmodule, const char *);
-  fl_CUresult (*cuModuleUnload)(fl_CUmodule);
-  fl_CUresult (*cuLaunchKernel)(fl_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                unsigned, fl_CUstream, void **, void **);
-  fl_CUresult (*cuLaunchKernelEx)(const fl_CUlaunchConfig *, fl_CUfunction, void **, void **);
-} drv;
+/* The backend's state. One per process: the driver is a process-wide library, loaded once (its
+ * symbols and its own state are the process's), and the settings say how it is loaded. */
+typedef struct cuda_state {
+  fl__load_once once;
+  /* Every driver symbol is resolved once, at load. */
+  struct {
+    fl_CUresult (*cuInit)(unsigned int);
+    fl_CUresult (*cuGetErrorName)(fl_CUresult, const char **);
+    fl_CUresult (*cuCtxGetCurrent)(fl_CUcontext *);
+    fl_CUresult (*cuCtxGetDevice)(fl_CUdevice *);
+    fl_CUresult (*cuDeviceGetAttribute)(int *, int, fl_CUdevice);
+    fl_CUresult (*cuFuncGetAttribute)(int *, int, fl_CUfunction);
+    fl_CUresult (*cuFuncSetAttribute)(fl_CUfunction, int, int);
+    fl_CUresult (*cuModuleLoadData)(fl_CUmodule *, const void *);
+    fl_CUresult (*cuModuleGetFunction)(fl_CUfunction *, fl_CUmodule, const char *);
+    fl_CUresult (*cuModuleUnload)(fl_CUmodule);
+    fl_CUresult (*cuLaunchKernel)(fl_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  unsigned, fl_CUstream, void **, void **);
+    fl_CUresult (*cuLaunchKernelEx)(const fl_CUlaunchConfig *, fl_CUfunction, void **, void **);
+  } drv;
+  fl_status load_status;
+  char load_why[FL_REASON_MAX - 32];
+  void *libcuda;
+  /* Settings (fl_backend_configure): "params" = "array" passes a kernelParams array instead of the
+   * packed buffer; "library" (testing builds) opens another driver, the tests' stand-in. */
+  bool use_param_array;
+  char library[4096];
+} cuda_state;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static fl_status load_status = FL_BACKEND_UNAVAILABLE;
-static char load_why[FL_REASON_MAX - 32];
-static void *libcuda;
-/* FASTLAUNCH_CUDA_PARAMS=array passes a kernelParams array instead of the packed buffer. */
-static bool use_param_array;
+static cuda_state the_state = {.once = FL__LOAD_ONCE_INIT, .load_status = FL_BACKEND_UNAVAILABLE};
 
 #define SYM(name, required)                                                                        \
   do {                                                                                             \
-    *(void **)&drv.name = fl__dl_sym(libcuda, #name, load_why, sizeof load_why);                  \
-    if (!drv.name && (required)) return;                                                           \
+    *(void **)&st->drv.name = fl__dl_sym(st->libcuda, #name, st->load_why, sizeof st->load_why);   \
+    if (!st->drv.name && (required)) return;                                                       \
   } while (0)
 
-static void load_driver(void) {
+static void load_driver(void *state) {
+  cuda_state *st = state;
   static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-#ifdef FL_TESTING
-  /* Testing builds: the stand-in driver (tools/fldev/cuda_stub.c) instead of the system's. */
-  const char *override = getenv("FASTLAUNCH_LIBCUDA");
-#else
-  const char *override = NULL;
-#endif
-  const char *const custom[] = {override, NULL};
-  libcuda = fl__dl_open(override && *override ? custom : names, load_why, sizeof load_why);
-  if (!libcuda) return;
+  const char *const custom[] = {st->library, NULL};
+  st->libcuda = fl__dl_open(st->library[0] ? custom : names, st->load_why, sizeof st->load_why);
+  if (!st->libcuda) return;
   SYM(cuInit, true);
   SYM(cuGetErrorName, true);
   SYM(cuCtxGetCurrent, true);
@@ -63,28 +65,49 @@ static void load_driver(void) {
   SYM(cuModuleUnload, true);
   SYM(cuLaunchKernel, true);
   SYM(cuLaunchKernelEx, false); /* drivers before CUDA 12 lack it; plans needing it are refused */
-  fl_CUresult r = drv.cuInit(0);
+  fl_CUresult r = st->drv.cuInit(0);
   if (r != FL_CUDA_SUCCESS) {
     const char *name = NULL;
-    if (drv.cuGetErrorName(r, &name) != FL_CUDA_SUCCESS || !name) name = "CUDA_ERROR_UNKNOWN";
-    snprintf(load_why, sizeof load_why, "cuInit:%s:%d", name, r);
+    if (st->drv.cuGetErrorName(r, &name) != FL_CUDA_SUCCESS || !name) name = "CUDA_ERROR_UNKNOWN";
+    snprintf(st->load_why, sizeof st->load_why, "cuInit:%s:%d", name, r);
     return;
   }
-  const char *mode = getenv("FASTLAUNCH_CUDA_PARAMS");
-  use_param_array = mode && strcmp(mode, "array") == 0;
-  load_status = FL_OK;
+  st->load_status = FL_OK;
 }
 
-static fl_status cuda_load(fl_error *err) {
-  pthread_once(&load_once, load_driver);
-  if (load_status != FL_OK)
-    return fl__fail(err, FL_BACKEND_UNAVAILABLE, true, "backend_unavailable:cuda:%s", load_why);
+static fl_status cuda_configure(const fl__backend *self, const char *name, const char *value, fl_error *err) {
+  cuda_state *st = self->state;
+  if (strcmp(name, "params") == 0) {
+    if (!value || (strcmp(value, "array") != 0 && strcmp(value, "packed") != 0))
+      return fl__fail(err, FL_BAD_VALUE, true, "setting_invalid:cuda:params");
+    bool array = strcmp(value, "array") == 0;
+    pthread_mutex_lock(&st->once.lock);
+    bool loaded = atomic_load_explicit(&st->once.done, memory_order_relaxed);
+    if (!loaded) st->use_param_array = array;
+    bool same = st->use_param_array == array;
+    pthread_mutex_unlock(&st->once.lock);
+    if (!same) return fl__fail(err, FL_UNSUPPORTED, true, "backend_loaded:cuda:params");
+    fl__ok(err);
+    return FL_OK;
+  }
+#ifdef FL_TESTING
+  if (strcmp(name, "library") == 0)
+    return fl__setting_path(&st->once, "cuda", name, value, st->library, sizeof st->library, err);
+#endif
+  return fl__fail(err, FL_BAD_VALUE, true, "setting_unknown:cuda:%.40s", name);
+}
+
+static fl_status cuda_load(const fl__backend *self, fl_error *err) {
+  cuda_state *st = self->state;
+  fl__load_once_run(&st->once, load_driver, st);
+  if (st->load_status != FL_OK)
+    return fl__fail(err, FL_BACKEND_UNAVAILABLE, true, "backend_unavailable:cuda:%s", st->load_why);
   return FL_OK;
 }
 
-static const char *cu_error_name(fl_CUresult r) {
+static const char *cu_error_name(const cuda_state *st, fl_CUresult r) {
   const char *name = NULL;
-  if (drv.cuGetErrorName && drv.cuGetErrorName(r, &name) == FL_CUDA_SUCCESS && name) return name;
+  if (st->drv.cuGetErrorName && st->drv.cuGetErrorName(r, &name) == FL_CUDA_SUCCESS && name) return name;
   return "CUDA_ERROR_UNKNOWN";
 }
 
@@ -99,7 +122,8 @@ typedef struct cuda_plan {
   fl_CUlaunchAttribute attrs[4];
 } cuda_plan;
 
-static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
+static fl_status cuda_plan_init(const fl__backend *self, fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
+  const cuda_state *st = self->state;
   /* The option table (target.c) has checked the ranges: num_warps <= 32, num_ctas <= 16. */
   const fl_cuda_options *c = &desc->target.cuda;
   unsigned warps = c->num_warps ? c->num_warps : 4;
@@ -108,12 +132,12 @@ static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_erro
   if (!cp) return fl__fail(err, FL_NOMEM, false, "nomem:cuda_plan");
   fl_CUresult r0;
   /* The kernel's module lives in the context current now (Triton loads it where the call runs). */
-  if ((r0 = drv.cuCtxGetCurrent(&cp->ctx)) != FL_CUDA_SUCCESS || !cp->ctx) {
+  if ((r0 = st->drv.cuCtxGetCurrent(&cp->ctx)) != FL_CUDA_SUCCESS || !cp->ctx) {
     fl__free(cp);
     return fl__fail(err, FL_BAD_STREAM, false, "cuda_no_current_context");
   }
   fl_CUdevice dev0;
-  cp->device = drv.cuCtxGetDevice(&dev0) == FL_CUDA_SUCCESS ? (int)dev0 : -1;
+  cp->device = st->drv.cuCtxGetDevice(&dev0) == FL_CUDA_SUCCESS ? (int)dev0 : -1;
   cp->block_x = 32 * warps;
   cp->num_ctas = ctas;
   cp->shared = c->shared_mem;
@@ -123,17 +147,17 @@ static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_erro
   if (c->shared_mem > 49152) {
     fl_CUdevice dev;
     int optin = 0, static_shared = 0;
-    if ((r = drv.cuCtxGetDevice(&dev)) != FL_CUDA_SUCCESS ||
-        (r = drv.cuDeviceGetAttribute(&optin, FL_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)) !=
+    if ((r = st->drv.cuCtxGetDevice(&dev)) != FL_CUDA_SUCCESS ||
+        (r = st->drv.cuDeviceGetAttribute(&optin, FL_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)) !=
             FL_CUDA_SUCCESS ||
-        (r = drv.cuFuncGetAttribute(&static_shared, FL_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn)) != FL_CUDA_SUCCESS)
+        (r = st->drv.cuFuncGetAttribute(&static_shared, FL_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn)) != FL_CUDA_SUCCESS)
       goto driver_error;
     if ((long)c->shared_mem > (long)optin - static_shared) {
       fl__free(cp);
       return fl__fail(err, FL_UNSUPPORTED, true, "shared_mem_exceeds_device:%u:%d", c->shared_mem,
                       optin - static_shared);
     }
-    if ((r = drv.cuFuncSetAttribute(fn, FL_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - static_shared)) !=
+    if ((r = st->drv.cuFuncSetAttribute(fn, FL_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin - static_shared)) !=
         FL_CUDA_SUCCESS)
       goto driver_error;
   }
@@ -146,7 +170,7 @@ static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_erro
     a = &cp->attrs[cp->nattrs++];
     a->id = FL_CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
     a->value.clusterSchedulingPolicyPreference = FL_CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
-    if (ctas == 16 && (r = drv.cuFuncSetAttribute(fn, FL_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)) !=
+    if (ctas == 16 && (r = st->drv.cuFuncSetAttribute(fn, FL_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)) !=
                           FL_CUDA_SUCCESS)
       goto driver_error;
   }
@@ -160,7 +184,7 @@ static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_erro
     a->id = FL_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     a->value.programmaticStreamSerializationAllowed = 1;
   }
-  if (cp->nattrs && !drv.cuLaunchKernelEx) {
+  if (cp->nattrs && !st->drv.cuLaunchKernelEx) {
     fl__free(cp);
     return fl__fail(err, FL_UNSUPPORTED, true, "cuLaunchKernelEx_missing");
   }
@@ -168,10 +192,11 @@ static fl_status cuda_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_erro
   return FL_OK;
 driver_error:
   fl__free(cp);
-  return fl__fail(err, FL_BACKEND_ERROR, true, "backend_error:cuda:%s", cu_error_name(r));
+  return fl__fail(err, FL_BACKEND_ERROR, true, "backend_error:cuda:%s", cu_error_name(st, r));
 }
 
-static void cuda_plan_fini(fl_plan *plan) {
+static void cuda_plan_fini(const fl__backend *self, fl_plan *plan) {
+  (void)self;
   fl__free(plan->backend_data);
   plan->backend_data = NULL;
 }
@@ -184,18 +209,20 @@ static FL__NOINLINE fl_status context_refused(fl_CUcontext ctx, fl_error *err) {
   return fl__fail(err, FL_BAD_STREAM, false, "cuda_context_changed");
 }
 
-static fl_status cuda_submit(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
+static fl_status cuda_submit(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *args,
                              const uint32_t grid[3], fl_error *err) {
+  const cuda_state *st = self->state;
   const cuda_plan *cp = plan->backend_data;
+  size_t size = plan->layout.size;
   fl_CUcontext ctx = NULL;
-  if (FL__UNLIKELY(drv.cuCtxGetCurrent(&ctx) != FL_CUDA_SUCCESS || ctx != cp->ctx)) return context_refused(ctx, err);
+  if (FL__UNLIKELY(st->drv.cuCtxGetCurrent(&ctx) != FL_CUDA_SUCCESS || ctx != cp->ctx)) return context_refused(ctx, err);
   uint64_t gx = (uint64_t)grid[0] * cp->num_ctas;
   if (FL__UNLIKELY(gx > INT32_MAX)) return fl__fail(err, FL_BAD_GRID, false, "grid_dim_exceeds:0");
   void *extra[] = {FL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)args, FL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                    FL_CU_LAUNCH_PARAM_END};
   void **params = NULL, **extra_p = extra;
   void *param_array[FL__MAX_ARGS + FL_CUDA_MAX_HIDDEN_PTRS];
-  if (use_param_array) {
+  if (st->use_param_array) {
     size_t n = 0;
     for (size_t i = 0; i < plan->nargs; i++) param_array[n++] = (unsigned char *)args + plan->offsets[i];
     for (uint32_t h = 0; h < plan->layout.hidden_count; h++)
@@ -205,28 +232,32 @@ static fl_status cuda_submit(const fl_plan *plan, uint64_t stream, const void *a
   }
   fl_CUresult r;
   if (cp->nattrs == 0) {
-    r = drv.cuLaunchKernel((fl_CUfunction)plan->kernel, (unsigned)gx, grid[1], grid[2], cp->block_x, 1, 1,
+    r = st->drv.cuLaunchKernel((fl_CUfunction)plan->kernel, (unsigned)gx, grid[1], grid[2], cp->block_x, 1, 1,
                            cp->shared, (fl_CUstream)(uintptr_t)stream, params, extra_p);
   } else {
     fl_CUlaunchConfig cfg = {(unsigned)gx, grid[1], grid[2], cp->block_x, 1, 1, cp->shared,
                              (fl_CUstream)(uintptr_t)stream, (fl_CUlaunchAttribute *)cp->attrs, cp->nattrs};
-    r = drv.cuLaunchKernelEx(&cfg, (fl_CUfunction)plan->kernel, params, extra_p);
+    r = st->drv.cuLaunchKernelEx(&cfg, (fl_CUfunction)plan->kernel, params, extra_p);
   }
   if (FL__UNLIKELY(r != FL_CUDA_SUCCESS))
-    return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(r));
+    return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(st, r));
   fl__ok(err);
   return FL_OK;
 }
 
 #ifdef FL_TESTING
-static fl_status cuda_bench_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
-                                 uint64_t n, uint64_t *ns, fl_error *err);
+static fl_status cuda_bench_loop(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *packed,
+                                 const uint32_t grid[3], uint64_t n, uint64_t *ns, fl_error *err);
 #endif
 
-static int cuda_plan_device(const fl_plan *plan) { return ((const cuda_plan *)plan->backend_data)->device; }
+static int cuda_plan_device(const fl__backend *self, const fl_plan *plan) {
+  (void)self;
+  return ((const cuda_plan *)plan->backend_data)->device;
+}
 
 const fl__backend fl__backend_cuda = {
     .name = "cuda",
+    .state = &the_state,
     .default_abi = FL_ABI_CUDA,
     .abi_mask = 1u << FL_ABI_CUDA,
     .kernel = FL_KERNEL_HANDLE,
@@ -235,6 +266,7 @@ const fl__backend fl__backend_cuda = {
     .grid_max_product = 0,
     .grid_allow_zero = true,
     .max_args_size = 32764,
+    .configure = cuda_configure,
     .load = cuda_load,
     .plan_init = cuda_plan_init,
     .plan_fini = cuda_plan_fini,
@@ -249,17 +281,18 @@ const fl__backend fl__backend_cuda = {
 /* ---- module loading, for tools and tests that bring their own cubin (testing builds) ---- */
 
 fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module, fl_error *err) {
-  fl_status st = cuda_load(err);
+  const cuda_state *cs = &the_state;
+  fl_status st = cuda_load(fl__backend_get(FL_BACKEND_CUDA), err);
   if (st != FL_OK) return st;
   if (!image || !name || !function || !module) return fl__fail(err, FL_BAD_VALUE, true, "cuda_module_args_null");
   fl_CUmodule mod;
   fl_CUfunction fn;
-  fl_CUresult r = drv.cuModuleLoadData(&mod, image);
-  if (r != FL_CUDA_SUCCESS) return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:cuda:%s", cu_error_name(r));
-  r = drv.cuModuleGetFunction(&fn, mod, name);
+  fl_CUresult r = cs->drv.cuModuleLoadData(&mod, image);
+  if (r != FL_CUDA_SUCCESS) return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:cuda:%s", cu_error_name(cs, r));
+  r = cs->drv.cuModuleGetFunction(&fn, mod, name);
   if (r != FL_CUDA_SUCCESS) {
-    drv.cuModuleUnload(mod);
-    return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:cuda:%s:%.40s", cu_error_name(r), name);
+    cs->drv.cuModuleUnload(mod);
+    return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:cuda:%s:%.40s", cu_error_name(cs, r), name);
   }
   *function = fn;
   *module = mod;
@@ -267,13 +300,14 @@ fl_status fl_cuda_module_load(const void *image, const char *name, void **functi
 }
 
 void fl_cuda_module_unload(void *module) {
-  if (module && load_status == FL_OK) drv.cuModuleUnload((fl_CUmodule)module);
+  if (module && the_state.load_status == FL_OK) the_state.drv.cuModuleUnload((fl_CUmodule)module);
 }
 
 /* ---- the driver's floor, for benchmarks: cuLaunchKernel in a C loop with a parameter array ---- */
 
-static fl_status cuda_bench_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
-                                 uint64_t n, uint64_t *ns, fl_error *err) {
+static fl_status cuda_bench_loop(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *packed,
+                                 const uint32_t grid[3], uint64_t n, uint64_t *ns, fl_error *err) {
+  const cuda_state *st = self->state;
   const cuda_plan *cp = plan->backend_data;
   void *params[FL__MAX_ARGS + FL_CUDA_MAX_HIDDEN_PTRS];
   size_t np = 0;
@@ -283,9 +317,10 @@ static fl_status cuda_bench_loop(const fl_plan *plan, uint64_t stream, const voi
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (uint64_t i = 0; i < n; i++) {
-    fl_CUresult r = drv.cuLaunchKernel((fl_CUfunction)plan->kernel, grid[0] * cp->num_ctas, grid[1], grid[2],
+    fl_CUresult r = st->drv.cuLaunchKernel((fl_CUfunction)plan->kernel, grid[0] * cp->num_ctas, grid[1], grid[2],
                                        cp->block_x, 1, 1, cp->shared, (fl_CUstream)(uintptr_t)stream, params, NULL);
-    if (r != FL_CUDA_SUCCESS) return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(r));
+    if (r != FL_CUDA_SUCCESS)
+      return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(st, r));
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   *ns = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));

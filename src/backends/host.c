@@ -124,13 +124,16 @@ static void *worker_main(void *arg) {
 
 static void stream_free(host_stream *s) { fl__free(s->raw); }
 
-static fl_status host_load(fl_error *err) {
+static fl_status host_load(const fl__backend *self, fl_error *err) {
+  (void)self;
   fl__ok(err);
   return FL_OK;
 }
 
-static fl_status host_submit(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
+static fl_status host_submit(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *args,
                              const uint32_t grid[3], fl_error *err) {
+  (void)self;
+  const size_t size = plan->layout.size;
   host_stream *s = fl__stream_enter(FL__STREAM_OWNER_HOST, stream);
   if (FL__UNLIKELY(!s)) return fl__stream_invalid(err, stream);
   if (FL__UNLIKELY(size > HOST_MAX_ARGS)) {
@@ -144,7 +147,8 @@ static fl_status host_submit(const fl_plan *plan, uint64_t stream, const void *a
   return FL_OK;
 }
 
-static fl_status host_stream_create(uint64_t *stream, fl_error *err) {
+static fl_status host_stream_create(const fl__backend *self, uint64_t *stream, fl_error *err) {
+  (void)self;
   if (!stream) return fl__fail(err, FL_BAD_VALUE, true, "stream_out_null");
   *stream = 0;
   void *raw = fl__malloc(sizeof(host_stream) + CACHE_LINE);
@@ -192,7 +196,8 @@ cleanup:
   return st;
 }
 
-static fl_status host_stream_synchronize(uint64_t stream, fl_error *err) {
+static fl_status host_stream_synchronize(const fl__backend *self, uint64_t stream, fl_error *err) {
+  (void)self;
   host_stream *s = fl__stream_enter(FL__STREAM_OWNER_HOST, stream);
   if (!s) return fl__stream_invalid(err, stream);
   /* Every launch whose submit returned has claimed a position below this. */
@@ -209,7 +214,8 @@ static fl_status host_stream_synchronize(uint64_t stream, fl_error *err) {
   return FL_OK;
 }
 
-static fl_status host_stream_destroy(uint64_t stream, fl_error *err) {
+static fl_status host_stream_destroy(const fl__backend *self, uint64_t stream, fl_error *err) {
+  (void)self;
   host_stream *s = fl__stream_unregister(FL__STREAM_OWNER_HOST, stream);
   if (!s) return fl__stream_invalid(err, stream);
   /* No caller is inside any more and none can enter: the stop entry is the last one queued, so
@@ -225,7 +231,8 @@ static fl_status host_stream_destroy(uint64_t stream, fl_error *err) {
   return FL_OK;
 }
 
-static fl_status host_stream_count(uint64_t stream, uint64_t *count, fl_error *err) {
+static fl_status host_stream_count(const fl__backend *self, uint64_t stream, uint64_t *count, fl_error *err) {
+  (void)self;
   if (!count) return fl__fail(err, FL_BAD_VALUE, true, "count_out_null");
   host_stream *s = fl__stream_enter(FL__STREAM_OWNER_HOST, stream);
   if (!s) return fl__stream_invalid(err, stream);
@@ -237,6 +244,7 @@ static fl_status host_stream_count(uint64_t stream, uint64_t *count, fl_error *e
 
 const fl__backend fl__backend_host = {
     .name = "host",
+    .state = NULL, /* none of its own: each stream is an object in the registry (streams.c) */
     .default_abi = FL_ABI_HOST,
     .abi_mask = 1u << FL_ABI_HOST,
     .kernel = FL_KERNEL_HOST_FN,

@@ -10,25 +10,30 @@
 #define COUNT_BITS 48
 #define COUNT_MASK ((UINT64_C(1) << COUNT_BITS) - 1)
 
-static _Atomic uint64_t words[FL__STREAM_SLOTS];
+/* One per process, as the stream handles it counts for are (streams.c). */
+typedef struct null_state {
+  _Atomic uint64_t words[FL__STREAM_SLOTS];
+} null_state;
+static null_state the_state;
 
 /* 1..65535: never 0, the tag of a slot without a stream. */
 static uint64_t tag_of(uint64_t handle) { return ((handle >> 16) % 0xffff) + 1; }
 
-static fl_status null_load(fl_error *err) {
+static fl_status null_load(const fl__backend *self, fl_error *err) {
+  (void)self;
   fl__ok(err);
   return FL_OK;
 }
 
-static fl_status null_submit(const fl_plan *plan, uint64_t stream, const void *args, size_t size,
+static fl_status null_submit(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *args,
                              const uint32_t grid[3], fl_error *err) {
-  (void)plan;
   (void)args;
   (void)grid;
+  null_state *st = self->state;
   if (FL__UNLIKELY(!fl__stream_live(FL__STREAM_OWNER_NULL, stream))) return fl__stream_invalid(err, stream);
-  if (FL__UNLIKELY(size > FL__MAX_ARGS_SIZE))
-    return fl__fail(err, FL_UNSUPPORTED, true, "args_size_exceeds:%zu:%d", size, FL__MAX_ARGS_SIZE);
-  _Atomic uint64_t *w = &words[fl__stream_slot(stream)];
+  if (FL__UNLIKELY(plan->layout.size > FL__MAX_ARGS_SIZE))
+    return fl__fail(err, FL_UNSUPPORTED, true, "args_size_exceeds:%zu:%d", plan->layout.size, FL__MAX_ARGS_SIZE);
+  _Atomic uint64_t *w = &st->words[fl__stream_slot(stream)];
   const uint64_t tag = tag_of(stream);
   uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
   do {
@@ -40,31 +45,34 @@ static fl_status null_submit(const fl_plan *plan, uint64_t stream, const void *a
   return FL_OK;
 }
 
-static fl_status null_stream_create(uint64_t *stream, fl_error *err) {
+static fl_status null_stream_create(const fl__backend *self, uint64_t *stream, fl_error *err) {
+  null_state *ns = self->state;
   if (!stream) return fl__fail(err, FL_BAD_VALUE, true, "stream_out_null");
   *stream = 0;
   uint64_t h;
-  fl_status st = fl__stream_register(FL__STREAM_OWNER_NULL, (void *)words, &h, err);
+  fl_status st = fl__stream_register(FL__STREAM_OWNER_NULL, (void *)ns->words, &h, err);
   if (st != FL_OK) return st;
   /* Nobody launches on the handle before it is returned: the tag is in place first. */
-  atomic_store(&words[fl__stream_slot(h)], tag_of(h) << COUNT_BITS);
+  atomic_store(&ns->words[fl__stream_slot(h)], tag_of(h) << COUNT_BITS);
   *stream = h;
   fl__ok(err);
   return FL_OK;
 }
 
 /* Nothing runs, so there is nothing to wait for; the handle is still checked. */
-static fl_status null_stream_synchronize(uint64_t stream, fl_error *err) {
+static fl_status null_stream_synchronize(const fl__backend *self, uint64_t stream, fl_error *err) {
+  (void)self;
   if (!fl__stream_live(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
   fl__ok(err);
   return FL_OK;
 }
 
-static fl_status null_stream_destroy(uint64_t stream, fl_error *err) {
+static fl_status null_stream_destroy(const fl__backend *self, uint64_t stream, fl_error *err) {
+  null_state *ns = self->state;
   if (!fl__stream_live(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
   /* Untag the word before the slot is freed (a new stream may take the slot at once): one of two
    * concurrent destroys wins here, later launches are refused. */
-  _Atomic uint64_t *w = &words[fl__stream_slot(stream)];
+  _Atomic uint64_t *w = &ns->words[fl__stream_slot(stream)];
   uint64_t old = atomic_load(w);
   do {
     if (old >> COUNT_BITS != tag_of(stream)) return fl__stream_invalid(err, stream);
@@ -74,10 +82,11 @@ static fl_status null_stream_destroy(uint64_t stream, fl_error *err) {
   return FL_OK;
 }
 
-static fl_status null_stream_count(uint64_t stream, uint64_t *count, fl_error *err) {
+static fl_status null_stream_count(const fl__backend *self, uint64_t stream, uint64_t *count, fl_error *err) {
+  null_state *ns = self->state;
   if (!count) return fl__fail(err, FL_BAD_VALUE, true, "count_out_null");
   if (!fl__stream_live(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
-  uint64_t w = atomic_load_explicit(&words[fl__stream_slot(stream)], memory_order_relaxed);
+  uint64_t w = atomic_load_explicit(&ns->words[fl__stream_slot(stream)], memory_order_relaxed);
   if (w >> COUNT_BITS != tag_of(stream)) return fl__stream_invalid(err, stream);
   *count = w & COUNT_MASK;
   fl__ok(err);
@@ -86,6 +95,7 @@ static fl_status null_stream_count(uint64_t stream, uint64_t *count, fl_error *e
 
 const fl__backend fl__backend_null = {
     .name = "null",
+    .state = &the_state,
     /* It measures the launch path of any ABI: the plan's target says which. */
     .default_abi = FL_ABI_HOST,
     .abi_mask = (1u << FL_ABI_HOST) | (1u << FL_ABI_CUDA) | (1u << FL_ABI_NPU),

@@ -58,6 +58,11 @@ typedef struct {
    * plan), 1 installed, -1 installed but unusable (npu launches refused), -2 no shim built. */
   int npu_queue_state;
   char npu_queue_why[160];
+#ifdef FL_TESTING
+  /* Testing builds (accept_host_memory): plans made from now on accept host tensors where their
+   * backend wants device memory, for the stand-in drivers that launch nothing. */
+  bool any_memory;
+#endif
 } fl_ext_state;
 
 /* Python 3.10's headers have no Py_NO_INLINE (3.11 added it). */

@@ -53,6 +53,19 @@ static PyObject *ext_stream_create(PyObject *module, PyObject *args) {
   return PyLong_FromUnsignedLongLong(s);
 }
 
+/* ---- backend settings ---- */
+
+static PyObject *ext_backend_configure(PyObject *module, PyObject *args) {
+  PyObject *backend;
+  const char *name, *value;
+  fl_backend_id b;
+  if (!PyArg_ParseTuple(args, "Uss:backend_configure", &backend, &name, &value) || parse_backend(backend, &b) < 0)
+    return NULL;
+  fl_error err;
+  if (fl_backend_configure(b, name, value, &err) != FL_OK) return fl_ext_raise(PyModule_GetState(module), &err);
+  Py_RETURN_NONE;
+}
+
 typedef fl_status (*stream_op)(fl_backend_id, uint64_t, fl_error *);
 
 static PyObject *stream_call(PyObject *module, PyObject *args, const char *fmt, stream_op op) {
@@ -162,6 +175,9 @@ static PyMethodDef module_methods[] = {
     {"layout", ext_layout, METH_VARARGS,
      "layout($module, abi, kinds, options=None, /)\n--\n\n-> dict: "
      "Where each argument of a signature sits in the packed buffer of an ABI with those options."},
+    {"backend_configure", ext_backend_configure, METH_VARARGS,
+     "backend_configure($module, backend, name, value, /)\n--\n\nSets one setting of a backend before it loads "
+     "(cuda params: packed or array; npu libascendcl, libruntime: a library path)"},
     {"stream_create", ext_stream_create, METH_VARARGS, "stream_create($module, backend='host', /)\n--\n\n-> int: a new stream of the backend"},
     {"stream_synchronize", ext_stream_synchronize, METH_VARARGS, "stream_synchronize($module, stream, backend='host', /)\n--\n\nWaits for the stream's launches."},
     {"stream_destroy", ext_stream_destroy, METH_VARARGS, "stream_destroy($module, stream, backend='host', /)\n--\n\nDrains, then destroys the stream."},

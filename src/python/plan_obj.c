@@ -170,10 +170,8 @@ static fl_PlanObject *wrap_plan(PyTypeObject *type, fl_ext_state *st, fl_plan *p
   self->args.nruntime = self->args.ncall = fl_plan_runtime_arg_count(plan);
   self->args.kinds = kinds;
 #ifdef FL_TESTING
-  /* FASTLAUNCH_SKIP_DEVICE_CHECK=1: host tensors stand in for device memory (CUDA plans against the
-   * stub driver of tools/fldev/cuda_stub.c, which launches nothing). Read when a plan is made. */
-  const char *skip = getenv("FASTLAUNCH_SKIP_DEVICE_CHECK");
-  self->args.memory = skip && strcmp(skip, "1") == 0 ? FL_MEMORY_ANY : info->memory;
+  /* Host tensors standing in for device memory (the stand-in drivers), when a test asked. */
+  self->args.memory = st->any_memory ? FL_MEMORY_ANY : info->memory;
 #else
   self->args.memory = info->memory; /* a release build always checks where a tensor lives */
 #endif

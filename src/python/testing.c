@@ -184,6 +184,13 @@ static PyObject *ext_fault_wrap(PyObject *module, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+static PyObject *ext_accept_host_memory(PyObject *module, PyObject *args) {
+  int on = 1;
+  if (!PyArg_ParseTuple(args, "|p:accept_host_memory", &on)) return NULL;
+  ((fl_ext_state *)PyModule_GetState(module))->any_memory = on;
+  Py_RETURN_NONE;
+}
+
 static PyObject *ext_fault_fired(PyObject *module, PyObject *unused) {
   (void)module;
   (void)unused;
@@ -384,6 +391,9 @@ PyMethodDef fl_ext_testing_methods[] = {
     {"fault_wrap", ext_fault_wrap, METH_VARARGS,
      "fault_wrap($module, backend, on=True, /)\n--\n\nTests only; plans of the backend created from now on can be armed "
      "with fault_inject"},
+    {"accept_host_memory", ext_accept_host_memory, METH_VARARGS,
+     "accept_host_memory($module, on=True, /)\n--\n\nTests only; plans made from now on take host tensors where their "
+     "backend wants device memory (the stand-in drivers)"},
     {"fault_fired", ext_fault_fired, METH_NOARGS, "fault_fired($module, /)\n--\n\n-> int: faults fired since fault_inject"},
     {"grid_eval", ext_grid_eval, METH_VARARGS, "grid_eval($module, expr, names, values, /)\n--\n\n-> int: one grid expression evaluated"},
     {NULL, NULL, 0, NULL},

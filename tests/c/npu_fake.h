@@ -15,12 +15,23 @@
 
 extern char **environ;
 
-#define ENV "FASTLAUNCH_LIBASCENDCL"
+/* The library a child run opens as libascendcl, from its parent (the test's own variable). */
+#define ENV "FL_TEST_FAKE_ACL"
 
-static inline bool in_child(void) { return getenv(ENV) != NULL; }
+/* Whether this is a child run; a child gives the backend its library (fl_backend_configure) first. */
+static inline bool in_child(void) {
+  const char *lib = getenv(ENV);
+  if (!lib) return false;
+  fl_error err;
+  if (fl_backend_configure(FL_BACKEND_NPU, "libascendcl", lib, &err) != FL_OK) {
+    fprintf(stderr, "configure: %s\n", err.reason); /* the parent sees the child fail */
+    exit(1);
+  }
+  return true;
+}
 
-/* Runs this binary again with one test and FASTLAUNCH_LIBASCENDCL set: to `lib` when given, else
- * to the fake, built here from its source. */
+/* Runs this binary again with one test and FL_TEST_FAKE_ACL set: to `lib` when given, else to the
+ * fake, built here from its source. */
 static inline void run_child(const char *test, const char *lib) {
   char dir[] = "/tmp/fl_fakeacl_XXXXXX", built[256], cmd[1024];
   bool build = lib == NULL;

@@ -14,7 +14,12 @@
 #include <cuda.h>
 #endif
 
-#define FL_TESTS(X) X(driver_declarations_match_cuda_h) X(unavailable_without_libcuda) X(fake_driver_buffer) X(fake_driver_param_array)
+#define FL_TESTS(X)                    \
+  X(driver_declarations_match_cuda_h)  \
+  X(unavailable_without_libcuda)       \
+  X(settings_are_checked)              \
+  X(fake_driver_buffer)                \
+  X(fake_driver_param_array)
 #define FL_TEST_MAIN
 #include "fl_test.h"
 
@@ -49,8 +54,22 @@ static void driver_declarations_match_cuda_h(void) {
 #endif
 }
 
+/* A child run: the fake driver and the parameter mode its parent chose (the test's own variables),
+ * given to the backend as its settings before it loads. */
+static bool in_fake_child(void) {
+  const char *lib = getenv("FL_TEST_FAKE_CUDA"), *mode = getenv("FL_TEST_CUDA_PARAMS");
+  if (!lib) return false;
+  fl_error err;
+  if (fl_backend_configure(FL_BACKEND_CUDA, "library", lib, &err) != FL_OK ||
+      fl_backend_configure(FL_BACKEND_CUDA, "params", mode ? mode : "packed", &err) != FL_OK) {
+    fprintf(stderr, "configure: %s\n", err.reason); /* the parent sees the child fail */
+    exit(1);
+  }
+  return true;
+}
+
 static void unavailable_without_libcuda(void) {
-  if (getenv("FASTLAUNCH_LIBCUDA")) return; /* a child run with the fake driver */
+  if (in_fake_child()) return;
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h) {
     dlclose(h);
@@ -66,6 +85,36 @@ static void unavailable_without_libcuda(void) {
   ASSERT_EQ(fl_stream_create(FL_BACKEND_CUDA, &s, &err), FL_BACKEND_UNAVAILABLE);
 }
 
+/* fl_backend_configure: names and values are checked, and a loaded backend keeps its settings. */
+static void settings_are_checked(void) {
+  if (in_fake_child()) return;
+  fl_error err;
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_COUNT, "params", "array", &err), &err, FL_BAD_DESCRIPTOR,
+               "backend_unknown:4");
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_HOST, "library", "x", &err), &err, FL_BAD_VALUE,
+               "setting_unknown:host:library");
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_CUDA, "nope", "x", &err), &err, FL_BAD_VALUE, "setting_unknown:cuda:nope");
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_CUDA, NULL, "x", &err), &err, FL_BAD_VALUE, "setting_unknown:cuda:(null)");
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_CUDA, "params", "list", &err), &err, FL_BAD_VALUE,
+               "setting_invalid:cuda:params");
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_CUDA, "params", NULL, &err), &err, FL_BAD_VALUE,
+               "setting_invalid:cuda:params");
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_NPU, "libruntime", "", &err), &err, FL_BAD_VALUE,
+               "setting_invalid:npu:libruntime");
+  char long_path[5000];
+  memset(long_path, 'a', sizeof long_path - 1);
+  long_path[sizeof long_path - 1] = '\0';
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_CUDA, "library", long_path, &err), &err, FL_BAD_VALUE,
+               "setting_invalid:cuda:library");
+  /* Loaded (or tried: the driver is missing here), its settings hold; the value in use is accepted. */
+  fl_backend_load(FL_BACKEND_CUDA, &err);
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_CUDA, "params", "array", &err), &err, FL_UNSUPPORTED,
+               "backend_loaded:cuda:params");
+  ASSERT_FAILS(fl_backend_configure(FL_BACKEND_CUDA, "library", "/x/libcuda.so", &err), &err, FL_UNSUPPORTED,
+               "backend_loaded:cuda:library");
+  ASSERT_OK(fl_backend_configure(FL_BACKEND_CUDA, "params", "packed", &err), &err);
+}
+
 /* Builds the fake driver and runs this binary again with it, one test in the child. */
 static void run_child(const char *test, const char *mode) {
   char dir[] = "/tmp/fl_fakecuda_XXXXXX", lib[256], cmd[1024];
@@ -75,8 +124,8 @@ static void run_child(const char *test, const char *mode) {
   snprintf(lib, sizeof lib, "%s/libfakecuda.so", dir);
   snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O1 -o %s %s/tests/c/fakes/fake_cuda.c", cc, lib, src);
   ASSERT_EQ(system(cmd), 0);
-  setenv("FASTLAUNCH_LIBCUDA", lib, 1);
-  setenv("FASTLAUNCH_CUDA_PARAMS", mode, 1);
+  setenv("FL_TEST_FAKE_CUDA", lib, 1);
+  setenv("FL_TEST_CUDA_PARAMS", mode, 1);
   char self[512];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   ASSERT_TRUE(n > 0);
@@ -86,8 +135,8 @@ static void run_child(const char *test, const char *mode) {
   ASSERT_EQ(posix_spawn(&pid, self, NULL, NULL, argv, environ), 0);
   int status = 0;
   waitpid(pid, &status, 0);
-  unsetenv("FASTLAUNCH_LIBCUDA");
-  unsetenv("FASTLAUNCH_CUDA_PARAMS");
+  unsetenv("FL_TEST_FAKE_CUDA");
+  unsetenv("FL_TEST_CUDA_PARAMS");
   unlink(lib);
   rmdir(dir);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) FL_FAIL_AT("child run of %s (%s) failed", test, mode);
@@ -96,7 +145,7 @@ static void run_child(const char *test, const char *mode) {
 #include "fakes/fake_cuda.h"
 
 static fake_launch *fake_state(void) {
-  void *h = dlopen(getenv("FASTLAUNCH_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+  void *h = dlopen(getenv("FL_TEST_FAKE_CUDA"), RTLD_NOW | RTLD_NOLOAD);
   return h ? dlsym(h, "fake_cuda_state") : NULL;
 }
 
@@ -123,8 +172,8 @@ static fl_plan_desc cuda_desc(void) {
 }
 
 static void launches_through_fake(bool param_array) {
-  if (!getenv("FASTLAUNCH_LIBCUDA")) {
-    run_child(param_array ? "fake_driver_param_array" : "fake_driver_buffer", param_array ? "array" : "buffer");
+  if (!in_fake_child()) {
+    run_child(param_array ? "fake_driver_param_array" : "fake_driver_buffer", param_array ? "array" : "packed");
     return;
   }
   fl_error err;

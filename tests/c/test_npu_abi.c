@@ -1,7 +1,6 @@
 /* test_npu_abi.c: the npu backend without Ascend hardware: the unavailable error, and its launches
- * against a recording stand-in libascendcl (tests/c/fakes/fake_acl.c) opened through
- * FASTLAUNCH_LIBASCENDCL. Each fake test runs in a child process, because the backend loads once
- * per process. */
+ * against a recording stand-in libascendcl (tests/c/fakes/fake_acl.c) given as its "libascendcl"
+ * setting. Each fake test runs in a child process, because the backend loads once per process. */
 #include "fastlaunch.h"
 
 #include <dlfcn.h>

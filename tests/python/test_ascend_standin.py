@@ -146,7 +146,7 @@ def test_build_is_cached_and_exports_exact_names(rt):
 
 def test_build_in_parallel_processes(tmp_path):
     """Four processes building into one empty cache: all succeed and agree on the paths."""
-    env = dict(os.environ, FLDEV_STANDIN_DIR=str(tmp_path), PYTHONPATH=TOOLS)
+    env = dict(os.environ, FLDEV_STANDIN_DIR=str(tmp_path), PYTHONPATH=os.pathsep.join([TOOLS, os.environ.get("PYTHONPATH", "")]))
     code = "from fldev import ascend_standin as a; print(*a.build())"
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(4)]
@@ -392,7 +392,7 @@ def test_run_acl_call_failures(clean, helper, mode):
 # ---- the process around it ----
 
 def _run_py(code, **env):
-    e = dict(os.environ, PYTHONPATH=TOOLS)
+    e = dict(os.environ, PYTHONPATH=os.pathsep.join([TOOLS, os.environ.get("PYTHONPATH", "")]))
     for k in ("TASK_QUEUE_ENABLE", "ASCEND_LAUNCH_BLOCKING"):
         e.pop(k, None)
     e.update(env)

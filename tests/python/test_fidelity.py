@@ -20,7 +20,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 def test_every_kind_bit_identical_with_tritons_launcher(tmp_path):
     # A process of its own: the stub becomes that process's libcuda.
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools"), FASTLAUNCH_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tools"), os.environ.get("PYTHONPATH", "")]), FASTLAUNCH_CACHE_DIR=str(tmp_path))
     proc = subprocess.run([sys.executable, "-m", "fldev.fidelity", "100000", "20261130"], capture_output=True,
                           text=True, timeout=900, env=env, cwd=ROOT)
     out = proc.stdout[proc.stdout.index("{"):]

@@ -9,8 +9,9 @@
     rt.set_mode(1); rt.aten_op(stream, tag); rt.drain()
     rt.entries()                      # what reached the "device", in order
 
-load() must run before fastlaunch looks for the Ascend runtime: it points FASTLAUNCH_LIBRUNTIME and
-FASTLAUNCH_LIBASCENDCL at the stand-in, and a later dlopen("libtorch_npu.so", RTLD_NOLOAD) finds the
+load() must run before fastlaunch looks for the Ascend runtime: it gives the npu backend the stand-in
+as its libruntime and libascendcl settings (and FASTLAUNCH_LIBRUNTIME and FASTLAUNCH_LIBASCENDCL, for
+child processes), and a later dlopen("libtorch_npu.so", RTLD_NOLOAD) finds the
 queue stand-in by its soname.
 """
 
@@ -232,6 +233,11 @@ def load(queue: bool = True) -> Standins:
     with _lock:
         rt_path, npu_path = build()
         if _loaded is None:
+            # This process's npu backend, and (through fastlaunch.config, at import) its children's.
+            from fastlaunch import _C as _fl_C
+
+            _fl_C.backend_configure("npu", "libruntime", rt_path)
+            _fl_C.backend_configure("npu", "libascendcl", rt_path)
             os.environ["FASTLAUNCH_LIBRUNTIME"] = rt_path
             os.environ["FASTLAUNCH_LIBASCENDCL"] = rt_path
             _loaded = Standins(rt_path)

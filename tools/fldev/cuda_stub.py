@@ -108,7 +108,9 @@ def load(directory=None):
     lib = _build(directory)
     _stub = Stub(lib)  # loaded first: a later dlopen("libcuda.so.1") finds this one by its soname
     os.environ["TRITON_LIBCUDA_PATH"] = os.path.dirname(lib)
-    os.environ["FASTLAUNCH_LIBCUDA"] = lib
+    from fastlaunch import _C as _fl_C
+
+    _fl_C.backend_configure("cuda", "library", lib)  # a testing build's setting: the stand-in driver
     import triton
     from triton.backends.nvidia import driver as nv
 
