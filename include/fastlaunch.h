@@ -89,6 +89,7 @@ FL_EXTERN const char *fl_kind_name(fl_kind kind); /* "ptr", "i32", ...; NULL whe
 FL_EXTERN fl_status fl_kind_parse(const char *text, fl_kind *out, fl_error *err);
 FL_EXTERN bool fl_kind_is_int(fl_kind kind);   /* i1..u64 */
 FL_EXTERN bool fl_kind_is_float(fl_kind kind); /* fp16..fp64 */
+FL_EXTERN bool fl_kind_is_unsigned(fl_kind kind); /* u8..u64 */
 
 /* ---------------------------------------------------------------------------------------------
  * Targets: an ABI (how the packed argument buffer is laid out) and the options of that

@@ -60,8 +60,27 @@ static inline void fl__ok(fl_error *err) {
 /* Checks a target: a known ABI, no option of another ABI set, every option in range. */
 fl_status fl__target_check(const fl_target *target, fl_error *err);
 
+/* ---- kinds (kinds.c): one row per kind, the one place a kind's facts are written ---- */
+typedef enum fl__kind_class {
+  FL__CLASS_PTR,   /* an address: a tensor, an int, None */
+  FL__CLASS_INT,   /* an integer in [-max_neg, max_pos]: a bool, an int, anything with __index__ */
+  FL__CLASS_FLOAT, /* a float: a float, an int, anything with __float__; converted to `format` */
+} fl__kind_class;
+typedef enum fl__float_format { FL__FLOAT_NONE, FL__FLOAT_FP16, FL__FLOAT_BF16, FL__FLOAT_FP32, FL__FLOAT_FP64 } fl__float_format;
+typedef struct fl__kind_row {
+  const char *name;          /* as parsed and printed */
+  fl__kind_class cls;        /* how a value is read and packed */
+  unsigned char size;        /* the slot in the host and cuda ABIs: the natural C size (alignment too) */
+  unsigned char npu_size;    /* the slot in the npu ABI (Triton-Ascend's ty_to_cpp) */
+  unsigned char npu_align;   /* its alignment there */
+  bool is_unsigned;          /* integers: no negative value */
+  uint64_t max_pos, max_neg; /* integers: the largest value, the magnitude of the most negative */
+  fl__float_format format;   /* floats: the format of the slot (npu: a C float below 64 bits) */
+} fl__kind_row;
+extern const fl__kind_row fl__kinds[FL_KIND_COUNT];
+
 /* ---- layout (layout.c) ---- */
-/* Size and alignment of a kind's slot in an ABI. */
+/* Size and alignment of a kind's slot in an ABI (0 for an unknown kind or ABI). */
 size_t fl__layout_kind_size(fl_abi abi, fl_kind kind);
 size_t fl__layout_kind_align(fl_abi abi, fl_kind kind);
 
@@ -169,6 +188,10 @@ void *fl__wait_begin(void);
 void fl__wait_end(void *token);
 
 /* ---- plans (plan.c) ---- */
+/* The arguments a launch writes without fl_pack_value, decided per argument from its kind's row
+ * when the plan is made: an address given as one (any 8-byte pointer slot), or an int in range of
+ * a signed 32- or 64-bit slot. Anything else, and any other value, takes the full way. */
+enum { FL__FAST_NONE, FL__FAST_PTR, FL__FAST_S32, FL__FAST_S64 };
 struct fl_plan {
   atomic_long refcount;
   fl_backend_id backend;
@@ -181,6 +204,7 @@ struct fl_plan {
   size_t nargs;
   size_t nruntime;
   fl_kind *kinds;     /* nargs */
+  unsigned char *fast;/* nruntime: how a launch writes each runtime argument inline (FL__FAST_*) */
   size_t *offsets;    /* nargs */
   fl_layout layout;
   unsigned char *tmpl;/* layout.size bytes */

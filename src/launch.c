@@ -107,24 +107,25 @@ static FL__NOINLINE fl_status resolve_grid(const fl_plan *plan, const fl_value *
   }
 }
 
-/* Packs the runtime arguments. The common cases (a pointer, an int32 from an int) are written
- * inline; everything else goes through fl_pack_value with its range checks. */
+/* Packs the runtime arguments. The common cases (an address, an int for a signed 32- or 64-bit
+ * slot: plan->fast, from each kind's row) are written inline; everything else goes through
+ * fl_pack_value with its range checks. */
 static inline fl_status pack_runtime(const fl_plan *plan, unsigned char *buf, const fl_value *args,
                                      fl_error *err) {
   const fl_abi abi = plan->target.abi;
   for (size_t i = 0; i < plan->nruntime; i++) {
     const fl_value *a = &args[i];
     unsigned char *dst = buf + plan->offsets[i];
-    fl_kind kind = plan->kinds[i];
-    if (kind == FL_KIND_PTR && a->type == FL_VALUE_PTR) {
+    const unsigned fast = plan->fast[i];
+    if (fast == FL__FAST_PTR && a->type == FL_VALUE_PTR) {
       memcpy(dst, &a->v.p, 8);
-    } else if (kind == FL_KIND_I32 && a->type == FL_VALUE_INT && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX) {
+    } else if (fast == FL__FAST_S32 && a->type == FL_VALUE_INT && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX) {
       int32_t x = (int32_t)a->v.i;
       memcpy(dst, &x, 4);
-    } else if (kind == FL_KIND_I64 && a->type == FL_VALUE_INT) {
+    } else if (fast == FL__FAST_S64 && a->type == FL_VALUE_INT) {
       memcpy(dst, &a->v.i, 8);
     } else {
-      fl_status st = fl_pack_value(abi, kind, a, dst, i, err);
+      fl_status st = fl_pack_value(abi, plan->kinds[i], a, dst, i, err);
       if (FL__UNLIKELY(st != FL_OK)) return st;
     }
   }

@@ -1,43 +1,18 @@
 /* layout.c: where each argument and hidden slot sits in the packed buffer of each ABI. */
 #include "fl_internal.h"
 
-/* Slot sizes for host and cuda: the natural C size of each kind. i1 takes one byte because
- * Triton's CUDA launcher passes booleans as int8; fp16 and bf16 travel as their 16 bits. */
-static const unsigned char natural_size[FL_KIND_COUNT] = {
-    [FL_KIND_PTR] = 8,  [FL_KIND_I1] = 1,   [FL_KIND_I8] = 1,   [FL_KIND_I16] = 2,
-    [FL_KIND_I32] = 4,  [FL_KIND_I64] = 8,  [FL_KIND_U8] = 1,   [FL_KIND_U16] = 2,
-    [FL_KIND_U32] = 4,  [FL_KIND_U64] = 8,  [FL_KIND_FP16] = 2, [FL_KIND_BF16] = 2,
-    [FL_KIND_FP32] = 4, [FL_KIND_FP64] = 8,
-};
-
-/* Slot sizes for npu follow Triton-Ascend's ty_to_cpp: i1 becomes int32_t and every float narrower
- * than 64 bits becomes a C float, so fp16 and bf16 occupy four bytes there. */
-static const unsigned char npu_size[FL_KIND_COUNT] = {
-    [FL_KIND_PTR] = 8,  [FL_KIND_I1] = 4,   [FL_KIND_I8] = 1,   [FL_KIND_I16] = 2,
-    [FL_KIND_I32] = 4,  [FL_KIND_I64] = 8,  [FL_KIND_U8] = 1,   [FL_KIND_U16] = 2,
-    [FL_KIND_U32] = 4,  [FL_KIND_U64] = 8,  [FL_KIND_FP16] = 4, [FL_KIND_BF16] = 4,
-    [FL_KIND_FP32] = 4, [FL_KIND_FP64] = 8,
-};
-
-/* The Ascend launcher aligns pointers and types whose name ends in "64" to 8 and everything else to
- * 4, whatever its size (an i8 takes one byte at a 4-aligned offset). */
-static size_t npu_align(fl_kind kind) {
-  return (kind == FL_KIND_PTR || kind == FL_KIND_I64 || kind == FL_KIND_U64 || kind == FL_KIND_FP64)
-             ? 8
-             : 4;
-}
-
 static bool kind_valid(int kind) { return kind >= 0 && kind < FL_KIND_COUNT; }
 
+/* The slot sizes and alignments come from the kinds' table (kinds.c). */
 size_t fl__layout_kind_size(fl_abi abi, fl_kind kind) {
   int k = (int)kind;
   if (!kind_valid(k)) return 0;
   switch (abi) {
   case FL_ABI_HOST:
   case FL_ABI_CUDA:
-    return natural_size[k];
+    return fl__kinds[k].size;
   case FL_ABI_NPU:
-    return npu_size[k];
+    return fl__kinds[k].npu_size;
   default:
     return 0;
   }
@@ -50,9 +25,9 @@ size_t fl__layout_kind_align(fl_abi abi, fl_kind kind) {
   case FL_ABI_HOST:
   case FL_ABI_CUDA:
     /* Every natural slot is a power of two no larger than 8, so its size is its alignment. */
-    return natural_size[k];
+    return fl__kinds[k].size;
   case FL_ABI_NPU:
-    return npu_align(kind);
+    return fl__kinds[k].npu_align;
   default:
     return 0;
   }

@@ -73,22 +73,6 @@ typedef struct {
   uint64_t mag;
 } int_parts;
 
-static const struct {
-  uint64_t max_pos;
-  uint64_t max_neg; /* magnitude of the most negative value; 0 for unsigned */
-  bool is_unsigned;
-} int_ranges[FL_KIND_COUNT] = {
-    [FL_KIND_I1] = {1, 0, false},
-    [FL_KIND_I8] = {INT8_MAX, 128u, false},
-    [FL_KIND_I16] = {INT16_MAX, 32768u, false},
-    [FL_KIND_I32] = {INT32_MAX, 2147483648u, false},
-    [FL_KIND_I64] = {INT64_MAX, 9223372036854775808u, false},
-    [FL_KIND_U8] = {UINT8_MAX, 0, true},
-    [FL_KIND_U16] = {UINT16_MAX, 0, true},
-    [FL_KIND_U32] = {UINT32_MAX, 0, true},
-    [FL_KIND_U64] = {UINT64_MAX, 0, true},
-};
-
 static fl_status pack_int(fl_abi abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
                           fl_error *err) {
   int_parts p;
@@ -109,9 +93,10 @@ static fl_status pack_int(fl_abi abi, fl_kind kind, const fl_value *value, void 
       return fl__fail(err, FL_BAD_VALUE, false, "int_expected:%zu:%s:%s", index, fl_kind_name(kind),
                       value_type_name(value->type));
   }
-  if (p.neg && int_ranges[kind].is_unsigned)
+  const fl__kind_row *row = &fl__kinds[kind];
+  if (p.neg && row->is_unsigned)
     return fl__fail(err, FL_BAD_VALUE, false, "uint_negative:%zu:%s", index, fl_kind_name(kind));
-  if (p.neg ? p.mag > int_ranges[kind].max_neg : p.mag > int_ranges[kind].max_pos)
+  if (p.neg ? p.mag > row->max_neg : p.mag > row->max_pos)
     return fl__fail(err, FL_BAD_VALUE, false, "int_out_of_range:%zu:%s", index, fl_kind_name(kind));
   /* Two's complement of the value, truncated to the slot: exact because the range check passed. */
   uint64_t bits = p.neg ? (uint64_t)0 - p.mag : p.mag;
@@ -158,23 +143,25 @@ static fl_status pack_float(fl_abi abi, fl_kind kind, const fl_value *value, voi
       return fl__fail(err, FL_BAD_VALUE, false, "float_expected:%zu:%s:%s", index,
                       fl_kind_name(kind), value_type_name(value->type));
   }
-  if (kind == FL_KIND_FP64) {
+  const fl__float_format format = fl__kinds[kind].format;
+  if (format == FL__FLOAT_FP64) {
     memcpy(dst, &x, 8);
     return FL_OK;
   }
-  /* Triton-Ascend passes fp16 and bf16 scalars as a C float: the value is converted to float there. */
-  if (kind == FL_KIND_FP32 || abi == FL_ABI_NPU) {
+  /* Triton-Ascend passes fp16 and bf16 scalars as a C float: the value is converted to float there,
+   * after the range check of its own format. */
+  if (format == FL__FLOAT_FP32 || fl__layout_kind_size(abi, kind) == 4) {
     uint16_t h;
     if (isfinite(x) && (fabs(x) >= FP32_OVERFLOW_AT ||
-                        (kind == FL_KIND_FP16 && !fl_double_to_fp16(x, &h)) ||
-                        (kind == FL_KIND_BF16 && !fl_double_to_bf16(x, &h))))
+                        (format == FL__FLOAT_FP16 && !fl_double_to_fp16(x, &h)) ||
+                        (format == FL__FLOAT_BF16 && !fl_double_to_bf16(x, &h))))
       return fl__fail(err, FL_BAD_VALUE, false, "float_out_of_range:%zu:%s", index, fl_kind_name(kind));
     float f = (float)x;
     memcpy(dst, &f, 4);
     return FL_OK;
   }
   uint16_t h;
-  bool ok = kind == FL_KIND_FP16 ? fl_double_to_fp16(x, &h) : fl_double_to_bf16(x, &h);
+  bool ok = format == FL__FLOAT_FP16 ? fl_double_to_fp16(x, &h) : fl_double_to_bf16(x, &h);
   if (!ok)
     return fl__fail(err, FL_BAD_VALUE, false, "float_out_of_range:%zu:%s", index, fl_kind_name(kind));
   memcpy(dst, &h, 2);
@@ -210,8 +197,12 @@ fl_status fl_pack_value(fl_abi abi, fl_kind kind, const fl_value *value, void *d
     return fl__fail(err, FL_BAD_KIND, true, "kind_unknown:%zu:%d", index, (int)kind);
   if (!value) return fl__fail(err, FL_BAD_VALUE, false, "value_null:%zu", index);
   if (!dst) return fl__fail(err, FL_BAD_VALUE, false, "dst_null:%zu", index);
-  if (kind == FL_KIND_PTR) return pack_ptr(value, dst, index, err);
-  /* An i1 argument takes a bool, or an integer that is 0 or 1: its range is [0, 1]. */
-  if (fl_kind_is_int(kind)) return pack_int(abi, kind, value, dst, index, err);
-  return pack_float(abi, kind, value, dst, index, err);
+  switch (fl__kinds[kind].cls) {
+    case FL__CLASS_PTR:
+      return pack_ptr(value, dst, index, err);
+    case FL__CLASS_INT: /* an i1 takes a bool, or an integer that is 0 or 1: its range is [0, 1] */
+      return pack_int(abi, kind, value, dst, index, err);
+    default:
+      return pack_float(abi, kind, value, dst, index, err);
+  }
 }

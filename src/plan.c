@@ -51,6 +51,7 @@ static void plan_free(fl_plan *plan) {
   for (int d = 0; d < 3; d++) fl_grid_program_free(plan->grid_prog[d]);
   fl__free(plan->tmpl);
   fl__free(plan->offsets);
+  fl__free(plan->fast);
   fl__free(plan->kinds);
   fl__free(plan->name);
   fl__free(plan);
@@ -211,6 +212,27 @@ static fl_status check_desc(const fl_plan_desc *desc, const fl__backend **be_out
   return FL_OK;
 }
 
+/* The plan's name, kinds, layout and each runtime argument's inline packing (from its kind's row). */
+static fl_status plan_arguments(fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
+  const size_t n = desc->nkinds ? desc->nkinds : 1;
+  plan->name = fl__strdup(desc->name ? desc->name : "kernel");
+  plan->kinds = fl__calloc(n, sizeof *plan->kinds);
+  plan->offsets = fl__calloc(n, sizeof *plan->offsets);
+  plan->fast = fl__calloc(n, sizeof *plan->fast);
+  if (!plan->name || !plan->kinds || !plan->offsets || !plan->fast) return fl__fail(err, FL_NOMEM, false, "nomem:plan");
+  fl_status st = fl_layout_compute(&desc->target, desc->kinds, desc->nkinds, &plan->layout, plan->offsets, err);
+  if (st != FL_OK) return st;
+  memcpy(plan->kinds, desc->kinds, desc->nkinds * sizeof *plan->kinds);
+  for (size_t i = 0; i < plan->nruntime; i++) {
+    const fl__kind_row *row = &fl__kinds[plan->kinds[i]];
+    size_t slot = fl__layout_kind_size(desc->target.abi, plan->kinds[i]);
+    bool s32 = row->cls == FL__CLASS_INT && slot == 4 && row->max_pos == INT32_MAX && row->max_neg == 2147483648u;
+    bool s64 = row->cls == FL__CLASS_INT && slot == 8 && row->max_pos == INT64_MAX;
+    plan->fast[i] = row->cls == FL__CLASS_PTR ? FL__FAST_PTR : s32 ? FL__FAST_S32 : s64 ? FL__FAST_S64 : FL__FAST_NONE;
+  }
+  return FL_OK;
+}
+
 fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err) {
   const fl__backend *be = NULL;
   fl_status st;
@@ -232,16 +254,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   plan->grid_max_product =
       desc->target.abi == FL_ABI_NPU && desc->target.npu.clamp_blocks ? 0 : be->grid_max_product;
   atomic_init(&plan->refcount, 1);
-  plan->name = fl__strdup(desc->name ? desc->name : "kernel");
-  plan->kinds = fl__calloc(desc->nkinds ? desc->nkinds : 1, sizeof *plan->kinds);
-  plan->offsets = fl__calloc(desc->nkinds ? desc->nkinds : 1, sizeof *plan->offsets);
-  if (!plan->name || !plan->kinds || !plan->offsets) {
-    st = fl__fail(err, FL_NOMEM, false, "nomem:plan");
-    goto error;
-  }
-  if ((st = fl_layout_compute(&desc->target, desc->kinds, desc->nkinds, &plan->layout, plan->offsets, err)) != FL_OK)
-    goto error;
-  memcpy(plan->kinds, desc->kinds, desc->nkinds * sizeof *plan->kinds);
+  if ((st = plan_arguments(plan, desc, err)) != FL_OK) goto error;
   if (plan->layout.size > be->max_args_size) {
     st = fl__fail(err, FL_UNSUPPORTED, true, "args_too_large:%zu:%zu", plan->layout.size, be->max_args_size);
     goto error;
@@ -255,7 +268,7 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   }
   /* Fixed arguments are packed once; a value that does not fit is a stable refusal of the plan. */
   for (size_t i = plan->nruntime; i < plan->nargs; i++) {
-    if (plan->kinds[i] == FL_KIND_PTR) {
+    if (fl__kinds[plan->kinds[i]].cls == FL__CLASS_PTR) {
       st = fl__fail(err, FL_BAD_DESCRIPTOR, true, "fixed_ptr_unsupported:%zu", i);
       goto error;
     }

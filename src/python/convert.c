@@ -55,7 +55,7 @@ static int int_value(PyObject *obj, fl_value *out) {
 }
 
 static int fail_range(fl_error *err, int r, size_t i, fl_kind kind) {
-  bool is_unsigned = kind >= FL_KIND_U8 && kind <= FL_KIND_U64;
+  bool is_unsigned = fl_kind_is_unsigned(kind);
   err->status = FL_BAD_VALUE;
   err->backend_submitted = false;
   err->stable = false;

@@ -7,7 +7,7 @@
 #define FL_TESTS(X) \
   X(fp16_exhaustive_reference) X(bf16_exhaustive_reference) X(fp16_matches_compiler) \
   X(int_ranges_every_kind) X(int_refusals) X(i1_from_bool) X(float_kinds) X(float_refusals) \
-  X(ptr_values) X(bad_calls) X(npu_slots)
+  X(ptr_values) X(bad_calls) X(npu_slots) X(kind_classes)
 #define FL_TEST_MAIN
 #include "fl_test.h"
 
@@ -424,4 +424,22 @@ static void npu_slots(void) {
   fl_value c = fl_int(-3);
   ASSERT_OK(fl_pack_value(FL_ABI_NPU, FL_KIND_I8, &c, buf, 0, &err), &err);
   ASSERT_EQ(read_signed(buf, 1), -3);
+}
+
+/* The kinds' classes, from their rows: one pointer, nine integers (four unsigned), four floats; out
+ * of range is none of them. */
+static void kind_classes(void) {
+  int ints = 0, floats = 0, unsigned_ = 0;
+  for (int k = 0; k < FL_KIND_COUNT; k++) {
+    ints += fl_kind_is_int((fl_kind)k);
+    floats += fl_kind_is_float((fl_kind)k);
+    unsigned_ += fl_kind_is_unsigned((fl_kind)k);
+    ASSERT_TRUE(!(fl_kind_is_int((fl_kind)k) && fl_kind_is_float((fl_kind)k)));
+  }
+  ASSERT_EQ(ints, 9);
+  ASSERT_EQ(floats, 4);
+  ASSERT_EQ(unsigned_, 4);
+  ASSERT_TRUE(!fl_kind_is_int(FL_KIND_PTR) && !fl_kind_is_float(FL_KIND_PTR) && !fl_kind_is_unsigned(FL_KIND_PTR));
+  ASSERT_TRUE(fl_kind_is_unsigned(FL_KIND_U8) && fl_kind_is_unsigned(FL_KIND_U64) && !fl_kind_is_unsigned(FL_KIND_I64));
+  ASSERT_TRUE(!fl_kind_is_int(FL_KIND_COUNT) && !fl_kind_is_float((fl_kind)-1) && !fl_kind_is_unsigned(FL_KIND_COUNT));
 }
