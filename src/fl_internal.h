@@ -91,6 +91,13 @@ size_t fl__layout_kind_align(fl_abi abi, fl_kind kind);
 fl_status fl__grid_program_substitute(fl_grid_program *program, size_t var, int64_t value, fl_error *err);
 /* True when the program reads variable `var`. */
 bool fl__grid_program_uses_var(const fl_grid_program *program, size_t var);
+/* Python's a // b and cdiv(a, b) on int64, for b != 0 and (a, b) != (INT64_MIN, -1): C's division
+ * truncates, so the floor is one lower when the division is inexact and the signs differ, the
+ * ceiling one higher when inexact and the signs agree. The one place the division is written: the
+ * interpreter (grid.c) and the shapes below use it. */
+static inline int64_t fl__div_floor(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a % b < 0) != (b < 0)); }
+static inline int64_t fl__div_ceil(int64_t a, int64_t b) { return a / b + (a % b != 0 && (a % b < 0) == (b < 0)); }
+
 /* A grid dimension the launch computes without the interpreter, with the interpreter's values:
  *   constant:          value
  *   otherwise, x = args[var] as int64, y = x + add:
@@ -108,11 +115,11 @@ typedef struct fl__grid_shape {
  * them); false otherwise. */
 bool fl__grid_program_shape(const fl_grid_program *program, fl__grid_shape *shape);
 /* A shape's value at x, for x <= shape->hi (no step can overflow there): floor or ceiling of
- * (x + add) / div, as Python computes it. The one place the formula is written. */
+ * (x + add) / div, as Python computes it; a power-of-two divisor of a non-negative y by a shift. */
 static inline int64_t fl__grid_shape_apply(const fl__grid_shape *sh, int64_t x) {
   int64_t y = x + sh->add, div = sh->div;
   if (sh->shift >= 0 && y >= 0) return (y >> sh->shift) + (sh->ceil && (y & (div - 1)) != 0);
-  return y / div + (sh->ceil ? y % div > 0 : -(y % div < 0));
+  return sh->ceil ? fl__div_ceil(y, div) : fl__div_floor(y, div);
 }
 
 /* ---- backends (backend.c and src/backends/) ---- */
@@ -229,10 +236,5 @@ struct fl_plan {
   void *backend_data;
 };
 
-/* Checks a grid against the plan's limits; returns BAD_GRID (not stable) with
- * "grid_dim_negative:i", "grid_dim_zero:i", "grid_dim_exceeds:i" or "grid_product_exceeds". */
-fl_status fl__plan_check_grid(const fl_plan *plan, const int64_t grid[3], uint32_t out[3], fl_error *err);
-/* Writes the grid into the npu ABI's int32 grid slots of a packed buffer. */
-void fl__plan_write_grid(const fl_plan *plan, unsigned char *buf, const uint32_t grid[3]);
 
 #endif /* FL_INTERNAL_H */

@@ -73,19 +73,17 @@ __attribute__((always_inline)) static inline int run(const ins *ip, size_t n, co
       OPERATOR(OP_ADD) if (__builtin_add_overflow(a, b, &sp[-1])) return E_OVF; continue;
       OPERATOR(OP_SUB) if (__builtin_sub_overflow(a, b, &sp[-1])) return E_OVF; continue;
       OPERATOR(OP_MUL) if (__builtin_mul_overflow(a, b, &sp[-1])) return E_OVF; continue;
-      /* C's division truncates. Python's a // b rounds towards negative infinity, so it is one lower
-       * when the division is inexact and the signs differ; cdiv(a, b) rounds towards positive
-       * infinity, one higher when inexact and the signs agree; a % b takes the divisor's sign.
-       * b == -1 is split off because INT64_MIN / -1 and INT64_MIN % -1 are undefined in C. */
+      /* Python's a // b and cdiv(a, b): fl__div_floor and fl__div_ceil; a % b takes the divisor's
+       * sign. b == -1 is split off because INT64_MIN / -1 and INT64_MIN % -1 are undefined in C. */
       OPERATOR(OP_FLOORDIV)
         if (b == 0) return E_DIV0;
         if (b == -1 && a == INT64_MIN) return E_OVF;
-        sp[-1] = b == -1 ? -a : a / b - (a % b != 0 && (a % b < 0) != (b < 0));
+        sp[-1] = b == -1 ? -a : fl__div_floor(a, b);
         continue;
       OPERATOR(OP_CDIV)
         if (b == 0) return E_DIV0;
         if (b == -1 && a == INT64_MIN) return E_OVF;
-        sp[-1] = b == -1 ? -a : a / b + (a % b != 0 && (a % b < 0) == (b < 0));
+        sp[-1] = b == -1 ? -a : fl__div_ceil(a, b);
         continue;
       OPERATOR(OP_MOD)
         if (b == 0) return E_DIV0;
