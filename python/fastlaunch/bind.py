@@ -60,6 +60,11 @@ class Adapter:
         """True once nothing is left for the stock run to do before launches (saving binaries...)."""
         return True
 
+    def hook_flags(self, launcher) -> list:
+        """(object or dict, name, "launch_hooks") for each launch hook that is active while set (one
+        without a calls list): the C entry sends a call back while any is set."""
+        return []
+
     def hook_lists(self, launcher) -> tuple:
         """Lists whose non-emptiness means launch hooks are active."""
         return ()
@@ -118,6 +123,7 @@ class BoundLaunch:
         self._planned = None
         self._negative_launcher = None
         self._negative_reason = None
+        self._repromoted_for = None  # the launcher a hook change re-promoted once (entry_fallback)
         self.stats = SiteStats()
         self._retired_fast = 0  # fast launches of entries since replaced
         self._warm = False  # True once a stock run has completed
@@ -151,22 +157,24 @@ class BoundLaunch:
         reason = self._full_entry(benchmark_run, kwargs)
         if reason is not None:
             return self._stock(reason, args, stream, benchmark_run, kwargs)
+        # Promoted: the C entry decides this call (profiler and debug flags, hooks, the launcher it
+        # was built from) and hands it back to entry_fallback when it cannot launch it. Read once:
+        # another thread may drop it meanwhile.
+        entry = self._entry
+        if entry is not None:
+            return entry(*args, stream=stream)
         # The first call always goes through the stock run: whatever it does once (autotuning,
         # coordinate descent, saving binaries, registering the winner) completes before promotion.
         launcher = self._stable_launcher() if self._warm else None
         if launcher is not None:
-            planned = self._planned
-            if planned is not None and planned[1] is launcher:
-                return self._launch(planned, args, stream)
             if self._negative_launcher is launcher:
                 self.stats.fallbacks["negative_cache"] += 1
                 self.stats.stock += 1
                 return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
-            self._drop_plan()
             if self._promote(launcher, args, before_launch=True):
-                planned = self._planned
-                if planned is not None:  # another thread may have dropped it already
-                    return self._launch(planned, args, stream)
+                entry = self._entry
+                if entry is not None:  # another thread may have dropped it already
+                    return entry(*args, stream=stream)
                 self.stats.stock += 1
                 return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
             if self._negative_launcher is launcher:
@@ -196,12 +204,22 @@ class BoundLaunch:
             planned = self._planned
             if kwargs or planned is None or self._stable_launcher() is not planned[1]:
                 return self(*args, stream=stream, **kwargs)
+            launcher = planned[1]
+            if (self._repromoted_for is not launcher and not self.adapter.legacy_hooks_active(launcher)
+                    and not any(self.adapter.hook_lists(launcher))):
+                # The hooks changed form since the entry was made (a list-based hook installed where
+                # none was): a new entry for them as they are now, through the promotion path; once
+                # per launcher, so an adapter whose flags and hooks disagree cannot loop.
+                self._repromoted_for = launcher
+                self._drop_plan()
+                return self(*args, stream=stream)
             self.stats.stock += 1
-            return self.adapter.call_launcher(self.autotuner, planned[1], args, stream)
+            return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
         if reason == "launcher_changed":
             self._drop_plan()
             return self(*args, stream=stream, **kwargs)
         if reason.split(":", 1)[0] in _CHECK_REASONS or any(reason == f[2] for f in self._flags):
+            # A flag (profiler, debug mode) or a call the entry does not take: the stock run.
             return self._stock(reason, args, stream, kwargs.pop("benchmark_run", False), kwargs)
         # A launch refused before the submit boundary.
         planned = self._planned
@@ -217,9 +235,6 @@ class BoundLaunch:
             return "benchmark_run"
         if kwargs:
             return "runtime_kwargs"
-        for owner, name, reason in self._flags:
-            if getattr(owner, name, False):
-                return reason
         return None
 
     def _stock(self, reason, args, stream, benchmark_run, kwargs):
@@ -271,6 +286,8 @@ class BoundLaunch:
                 self._install_negative(launcher, exc.reason)
             return False
         reason = _category_mismatch(plan.kinds, args, getattr(plan, "ignored", ()))
+        if reason is None and plan.grid_mode == "caller":
+            reason = "grid_from_caller"  # the entry launches with the plan's own grid only
         if reason is not None:
             self.stats.refusals[reason] += 1
             self._install_negative(launcher, reason)
@@ -279,36 +296,15 @@ class BoundLaunch:
         self._negative_launcher = None
         self._negative_reason = None
         self.stats.promotions += 1
-        if plan.grid_mode != "caller":
-            self._entry = FinalizedLaunch(
-                self, plan, autotuner=self.autotuner, launcher=launcher,
-                launcher_attr=self.adapter.launchers_attr,
-                hook_lists=tuple(self.adapter.hook_lists(launcher)),
-                flags=self._flags)
-            if not self.adapter.legacy_hooks_active(launcher):
-                self.install(self._entry)
+        self._entry = FinalizedLaunch(
+            self, plan, autotuner=self.autotuner, launcher=launcher,
+            launcher_attr=self.adapter.launchers_attr,
+            hook_lists=tuple(self.adapter.hook_lists(launcher)),
+            flags=self._flags + tuple(self.adapter.hook_flags(launcher)))
+        self.install(self._entry)
         log.info("fastlaunch: %s: promoted (%s, %d runtime args, grid %s)", self.site, plan.backend,
                  plan.runtime_arg_count, plan.grid_mode)
         return True
-
-    def _launch(self, planned, args, stream):
-        plan, launcher = planned
-        if self.adapter.legacy_hooks_active(launcher) or any(self.adapter.hook_lists(launcher)):
-            self.stats.fallbacks["launch_hooks"] += 1
-            self.stats.stock += 1
-            return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
-        try:
-            plan(*args, stream=stream)
-        except FastLaunchError as exc:
-            if exc.backend_submitted:
-                self.stats.errors += 1
-                raise
-            self.stats.fallbacks[exc.reason] += 1
-            if exc.stable:
-                self._install_negative(launcher, exc.reason)
-            return self._stock(exc.reason, args, stream, False, {})
-        self.stats.fast += 1
-        return None
 
     def _install_negative(self, launcher, reason):
         self._drop_plan()

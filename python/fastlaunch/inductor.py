@@ -226,6 +226,15 @@ class InductorAdapter(Adapter):
     def hook_lists(self, launcher):
         return tuple(h.calls for h in self._hooks(launcher) if isinstance(getattr(h, "calls", None), list))
 
+    def hook_flags(self, launcher):
+        # Each hook name of the launcher's scope that holds no list-based hook: active while set
+        # (the C entry reads the scope dict, watched). Static launchers call no hooks.
+        scope = _scope(launcher)
+        if _static_kernel(launcher) is not None or not isinstance(scope, dict):
+            return []
+        return [(scope, n, "launch_hooks") for n in ("launch_enter_hook", "launch_exit_hook")
+                if not isinstance(getattr(scope.get(n), "calls", None), list)]
+
     def legacy_hooks_active(self, launcher):
         return any(not isinstance(getattr(h, "calls", None), list) for h in self._hooks(launcher))
 

@@ -1,12 +1,14 @@
-/* entry.c: FinalizedLaunch, the object installed into a generated call slot. Its vectorcall checks
- * in C only what can change between calls, then launches the plan; anything else goes back to the
- * bound launch (a Python object) through its entry_fallback method. */
+/* entry.c: FinalizedLaunch, the object installed into a generated call slot. Its vectorcall makes
+ * every steady-state decision, in C and only here (a profiler or debug flag, launch hooks, the
+ * launcher the plan was built from, the call's keywords), then launches the plan; anything else
+ * goes back to the bound launch (bind.py, the promotion policy) through its entry_fallback method. */
 #include "ext.h"
 #include "watch.h"
 
-/* The entry skips its two lookups (a module's flag, the autotuner's launchers) while none of the
- * dicts they read changed (watch.h): dict watchers on 3.12+, version tags before. */
-#define FL_ENTRY_CACHED_FLAGS 4
+/* The entry skips its two lookups (a flag in a module's or a dict's entries, the autotuner's
+ * launchers) while none of the dicts they read changed (watch.h): dict watchers on 3.12+, version
+ * tags before. The profiler's and the debug mode's flags, two launch hooks' names, two more. */
+#define FL_ENTRY_CACHED_FLAGS 6
 
 typedef struct {
   PyObject_HEAD
@@ -18,7 +20,7 @@ typedef struct {
   PyObject *launcher_attr; /* the autotuner attribute holding its launchers */
   PyObject *launcher;      /* the launcher the plan was built from */
   PyObject *hook_lists;    /* tuple of lists: any non-empty list sends the call back */
-  PyObject *flags;         /* tuple of (object, attribute name, reason): any true flag sends it back */
+  PyObject *flags;         /* tuple of (object or dict, name, reason): any true flag sends it back */
   unsigned long long calls;
   unsigned long long fallbacks;
   /* Steady: every flag was off and the launchers were found; valid while `watch` sees no change
@@ -30,8 +32,9 @@ typedef struct {
    * the entry holds): a replaced __dict__ shows there. */
   PyObject **dict_slot;
   PyObject *launchers_seen; /* borrowed from the autotuner's dict; alive while its dict is unchanged */
-  /* The dicts of the first flags' modules (borrowed: the flags tuple holds the modules, and a
-   * module's dict is the same object for the module's life), NULL for a flag on another object. */
+  /* The dicts the first flags are read from (borrowed: the flags tuple holds the modules and dicts,
+   * and a module's dict is the same object for the module's life): a module's dict, a dict itself,
+   * NULL for a flag on another object (read with getattr). */
   PyObject *flag_dict[FL_ENTRY_CACHED_FLAGS];
 } EntryObject;
 
@@ -77,14 +80,16 @@ static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
   self->steady = 0;
   bool can_steady = PyTuple_GET_SIZE(self->flags) <= FL_ENTRY_CACHED_FLAGS;
   /* 1. Flags such as the profiler's: while one is set, the stock path records what it must. A flag
-   * on a module is read straight from the module's dict (the common case: the profiler's flag); a
-   * missing attribute counts as off, as on the Python side. */
+   * on a module is read straight from the module's dict (the common case: the profiler's flag), a
+   * flag on a dict from its entries (a launcher's globals: its launch hooks); a missing attribute
+   * or key counts as off. */
   for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(self->flags); f++) {
     PyObject *spec = PyTuple_GET_ITEM(self->flags, f);
     PyObject *owner = PyTuple_GET_ITEM(spec, 0), *name = PyTuple_GET_ITEM(spec, 1);
     int on;
     PyObject *mdict = f < FL_ENTRY_CACHED_FLAGS ? self->flag_dict[f] : NULL;
     if (!mdict && PyModule_CheckExact(owner)) mdict = PyModule_GetDict(owner);
+    if (!mdict && PyDict_CheckExact(owner)) mdict = owner;
     if (mdict) {
       PyObject *value = PyDict_GetItemWithError(mdict, name); /* borrowed */
       if (!value && PyErr_Occurred()) return -1;
@@ -251,6 +256,7 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   for (Py_ssize_t f = 0; f < PyTuple_GET_SIZE(self->flags) && f < FL_ENTRY_CACHED_FLAGS; f++) {
     PyObject *owner = PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->flags, f), 0);
     if (PyModule_CheckExact(owner)) self->flag_dict[f] = PyModule_GetDict(owner);
+    else if (PyDict_CheckExact(owner)) self->flag_dict[f] = owner;
   }
   return (PyObject *)self;
 }
@@ -319,7 +325,8 @@ static PyType_Slot entry_slots[] = {
     {Py_tp_repr, entry_repr},
     {Py_tp_members, entry_members},
     {Py_tp_doc, "FinalizedLaunch(bound, plan, *, autotuner=None, launcher=None, launcher_attr='launchers', "
-                "hook_lists=(), flags=())\n--\n\nThe steady-state entry of a call slot."},
+                "hook_lists=(), flags=())\n--\n\nThe steady-state entry of a call slot: flags are (object or dict, "
+                "name, reason)."},
     {0, NULL},
 };
 

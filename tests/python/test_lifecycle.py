@@ -184,8 +184,9 @@ def test_negative_cache_invalidated_when_launcher_changes(kernels, buf, stream):
     site.at.launchers = [launcher_for(kernels, 16)]
     site.call()
     site.call()
-    assert isinstance(site.slot, FinalizedLaunch) and site.slot.calls == 1
-    assert site.bound.counts()["negative"] is None
+    # The call that promotes launches through the new entry too: both calls are the entry's.
+    assert isinstance(site.slot, FinalizedLaunch) and site.slot.calls == 2
+    assert site.bound.counts()["negative"] is None and site.bound.counts()["fast"] == 2
     assert site.executions() == [1] * 4
 
 
@@ -237,6 +238,86 @@ def test_active_hooks_use_the_launcher_for_that_call_only(kernels, buf, stream):
     site.call()
     assert site.slot is entry and entry.calls == 2 and site.at.stock_runs == 1
     assert site.executions() == [1] * 5
+
+
+class SetHookAdapter(CountingAdapter):
+    """Launch hooks that are active while set (a plain function, as Triton's older hooks): the C
+    entry reads them from a dict, as Inductor's adapter reads a launcher's globals."""
+
+    def __init__(self, scope):
+        super().__init__()
+        self.scope = scope
+
+    def hook_flags(self, launcher):  # as Inductor's adapter: a name holding a hook list is not a flag
+        return [(self.scope, n, "launch_hooks") for n in ("launch_enter_hook", "launch_exit_hook")
+                if not isinstance(getattr(self.scope.get(n), "calls", None), list)]
+
+    def legacy_hooks_active(self, launcher):
+        return any(self.scope.get(n) is not None and not isinstance(getattr(self.scope[n], "calls", None), list)
+                   for n in ("launch_enter_hook", "launch_exit_hook"))
+
+
+def test_hooks_active_while_set_are_decided_by_the_entry(kernels, buf, stream):
+    """The entry is installed whatever the hooks; while one is set, each call goes through the
+    launcher (its hooks run), and once it is unset the same entry launches again, fast."""
+    scope = {"launch_enter_hook": None}
+    site = Site(kernels, buf, stream, adapter=SetHookAdapter(scope))
+    site.call()
+    site.call()
+    entry = site.slot
+    assert isinstance(entry, FinalizedLaunch) and entry.calls == 1
+    scope["launch_enter_hook"] = print
+    site.call()
+    site.call()
+    assert entry.calls == 1 and entry.fallbacks == 2 and site.adapter.direct_calls == 2
+    assert site.bound.counts()["fallbacks"]["launch_hooks"] == 2
+    scope["launch_exit_hook"] = print
+    del scope["launch_enter_hook"]
+    site.call()
+    assert entry.calls == 1 and site.adapter.direct_calls == 3
+    scope["launch_exit_hook"] = None
+    site.call()
+    assert site.slot is entry and entry.calls == 2 and site.at.stock_runs == 1
+    assert site.executions() == [1] * 6
+
+
+def test_a_list_hook_installed_where_none_was_gets_a_new_entry(kernels, buf, stream):
+    """A hook name read as a flag (nothing set at promotion) that later holds an empty hook list:
+    the entry hands the call back, and the bound launch promotes again for the hooks as they are."""
+    scope = {}
+    site = Site(kernels, buf, stream, adapter=SetHookAdapter(scope))
+    site.call()
+    site.call()
+    first = site.slot
+    scope["launch_enter_hook"] = standins.hooks.launch_enter_hook  # an object: the flag is on
+    site.call()
+    assert site.adapter.direct_calls == 0 and site.slot is not first
+    assert isinstance(site.slot, FinalizedLaunch) and site.bound.counts()["promotions"] == 2
+    site.call()
+    assert site.slot.calls == 2
+    assert site.executions() == [1] * 4
+
+
+def test_flags_and_hooks_that_disagree_do_not_loop(kernels, buf, stream):
+    """An adapter whose hook flag stays on while it reports no active hook: one re-promotion, then
+    the launcher runs the calls (no recursion), each once."""
+    scope = {}
+
+    class Disagreeing(SetHookAdapter):
+        def hook_flags(self, launcher):
+            return [(self.scope, "launch_enter_hook", "launch_hooks")]
+
+        def legacy_hooks_active(self, launcher):
+            return False
+
+    site = Site(kernels, buf, stream, adapter=Disagreeing(scope))
+    site.call()
+    site.call()
+    scope["launch_enter_hook"] = print
+    site.call()
+    site.call()
+    assert site.adapter.direct_calls == 2 and site.bound.counts()["promotions"] == 2
+    assert site.executions() == [1] * 4
 
 
 def test_empty_hook_chain_does_not_block(kernels, buf, stream):
