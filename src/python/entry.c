@@ -91,14 +91,15 @@ static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
     if (!mdict && PyModule_CheckExact(owner)) mdict = PyModule_GetDict(owner);
     if (!mdict && PyDict_CheckExact(owner)) mdict = owner;
     if (mdict) {
-      PyObject *value = PyDict_GetItemWithError(mdict, name); /* borrowed */
-      if (!value && PyErr_Occurred()) return -1;
+      PyObject *value;
+      if (PyDict_GetItemRef(mdict, name, &value) < 0) return -1;
       on = value ? (value == Py_True ? 1 : value == Py_False ? 0 : PyObject_IsTrue(value)) : 0;
       /* Only a missing flag or an immutable false value (False, None, an int 0: the debug mode's
        * active count) stays off while the dict is unchanged: another object's truth may change in
        * place, an immutable one only through the dict. */
       if (!(!value || (on == 0 && (value == Py_False || value == Py_None || PyLong_CheckExact(value)))))
         can_steady = false;
+      Py_XDECREF(value);
     } else {
       can_steady = false;
       PyObject *value = PyObject_GetAttr(owner, name);
@@ -123,11 +124,12 @@ static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
     PyObject **dictptr = _PyObject_GetDictPtr(self->autotuner); /* materializes a lazy dict */
     self->dict_slot = dictptr;
     adict = dictptr ? *dictptr : NULL;
-    PyObject *launchers = adict ? PyDict_GetItemWithError(adict, self->launcher_attr) : NULL; /* borrowed */
-    if (!launchers) {
-      PyErr_Clear();
-      return 2;
-    }
+    PyObject *launchers = NULL;
+    if (adict && PyDict_GetItemRef(adict, self->launcher_attr, &launchers) < 0) PyErr_Clear();
+    if (!launchers) return 2;
+    /* Kept borrowed: the dict holds it, and the entry reads it only while `watch` (or, not steady,
+     * this call) sees that dict unchanged. */
+    Py_DECREF(launchers);
     self->launchers_seen = launchers;
   }
   self->autotuner_dict = adict;

@@ -26,6 +26,17 @@
 #define Py_READONLY READONLY
 #endif
 
+#if PY_VERSION_HEX < 0x030D0000
+/* PyDict_GetItemRef (3.13): a strong reference, or NULL for a missing key; -1 only with an error
+ * set. Before 3.13, from PyDict_GetItemWithError, as CPython's pythoncapi-compat writes it. */
+static inline int fl_ext_dict_get_ref(PyObject *d, PyObject *key, PyObject **out) {
+  PyObject *v = PyDict_GetItemWithError(d, key);
+  *out = Py_XNewRef(v);
+  return v ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+#define PyDict_GetItemRef fl_ext_dict_get_ref
+#endif
+
 #include "fastlaunch.h"
 #include "fastlaunch_npu_queue.h"
 #include "tensor_door.h"

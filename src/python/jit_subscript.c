@@ -24,8 +24,10 @@ static PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
   if (!dict) return NULL;
   if (kernel == sub->last_kernel && dict == sub->last_dict && fl_ext_dict_stamp(dict) == sub->last_stamp)
     return sub->last_run;
-  PyObject *run = PyDict_GetItemWithError(dict, sub->state->str_run);
-  if (!run || (Py_TYPE(run) != sub->state->jit_type && Py_TYPE(run) != sub->state->autotune_type)) return run;
+  PyObject *run;
+  if (PyDict_GetItemRef(dict, sub->state->str_run, &run) <= 0) return NULL; /* missing, or an error */
+  Py_DECREF(run); /* borrowed from here: the kernel's dict holds it, and the caller uses it at once */
+  if (Py_TYPE(run) != sub->state->jit_type && Py_TYPE(run) != sub->state->autotune_type) return run;
   if (fl_ext_watch_dict(sub->state, dict) < 0) {
     PyErr_Clear(); /* not remembered: looked up again next time */
     return run;
