@@ -42,7 +42,7 @@ class Adapter:
             return "grouped_autotuner"
         return None
 
-    def static_full_entry_reason(self, autotuner) -> str | None:
+    def static_stock_reason(self, autotuner) -> str | None:
         """A reason, fixed for this autotuner's lifetime, to always take the stock path."""
         return None
 
@@ -115,7 +115,7 @@ class BoundLaunch:
         self._call_slot = call_slot
         self._slot_attr = slot_attr if call_slot is None else None
         self._stock_run = stock_run if stock_run is not None else type(autotuner).run.__get__(autotuner)
-        self._full_entry_reason = adapter.static_full_entry_reason(autotuner)
+        self._static_stock_reason = adapter.static_stock_reason(autotuner)
         self._flags = tuple(adapter.flags())
         self._entry: FinalizedLaunch | None = None
         # (plan, the launcher it was built from) or None: one attribute, read once per call, so a
@@ -154,7 +154,7 @@ class BoundLaunch:
 
     # ---- the call ----
     def __call__(self, *args, stream=None, benchmark_run=False, **kwargs):
-        reason = self._full_entry(benchmark_run, kwargs)
+        reason = self._stock_reason(benchmark_run, kwargs)
         if reason is not None:
             return self._stock(reason, args, stream, benchmark_run, kwargs)
         # Promoted: the C entry decides this call (profiler and debug flags, hooks, the launcher it
@@ -228,9 +228,11 @@ class BoundLaunch:
         return self._stock(reason, args, stream, False, kwargs)
 
     # ---- internals ----
-    def _full_entry(self, benchmark_run, kwargs):
-        if self._full_entry_reason is not None:
-            return self._full_entry_reason
+    def _stock_reason(self, benchmark_run, kwargs):
+        """Why this call takes the stock run whatever the promotion state (the autotuner's fixed
+        reason, a benchmark run, keywords the entry does not take), or None."""
+        if self._static_stock_reason is not None:
+            return self._static_stock_reason
         if benchmark_run:
             return "benchmark_run"
         if kwargs:

@@ -181,7 +181,7 @@ class InductorAdapter(Adapter):
             return "npu:needs_npu_adapter"  # enable() hands torch_npu's autotuners to NpuInductorAdapter
         return super().bind_refusal(autotuner)
 
-    def static_full_entry_reason(self, autotuner):
+    def static_stock_reason(self, autotuner):
         if getattr(autotuner, "triton_interpret", False):
             return "triton_interpret"
         if getattr(autotuner, "dump_launch_params", False):
@@ -364,11 +364,11 @@ class NpuInductorAdapter(InductorAdapter):
             return "npu:autotuner_unrecognised"  # not torch_npu's run() as fastlaunch knows it
         return None
 
-    def static_full_entry_reason(self, autotuner):
+    def static_stock_reason(self, autotuner):
         debug = _torch_npu_debug_mode()
         if debug is not None:
             return f"npu:{debug}"
-        return super().static_full_entry_reason(autotuner)
+        return super().static_stock_reason(autotuner)
 
     def ready(self, autotuner, launcher):
         # run() has autotuned once best_launcher is set (it never tunes again after that).

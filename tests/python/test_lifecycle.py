@@ -30,14 +30,14 @@ class CountingAutotuner(standins.Autotuner):
 
 
 class CountingAdapter(standins.HostAdapter):
-    def __init__(self, full_entry=None, profiler=None):
+    def __init__(self, stock_reason=None, profiler=None):
         super().__init__()
         self.direct_calls = 0
-        self.full_entry = full_entry
+        self.stock_reason = stock_reason
         self.profiler = profiler
 
-    def static_full_entry_reason(self, autotuner):
-        return self.full_entry
+    def static_stock_reason(self, autotuner):
+        return self.stock_reason
 
     def profiler_flag(self):
         return self.profiler
@@ -119,8 +119,8 @@ def test_plan_kinds_owner_and_fixed_args(kernels, buf, stream):
     assert rows == [[100 + v, -(-(17 * v + 1) // 8), 1, 1, 8] for v in range(4)]
 
 
-def test_full_entry_reason_forces_stock(kernels, buf, stream):
-    site = Site(kernels, buf, stream, adapter=CountingAdapter(full_entry="dump_launch_params"))
+def test_static_stock_reason_forces_stock(kernels, buf, stream):
+    site = Site(kernels, buf, stream, adapter=CountingAdapter(stock_reason="dump_launch_params"))
     for _ in range(5):
         site.call()
     assert site.at.stock_runs == 5 and site.bound.counts()["fallbacks"] == {"dump_launch_params": 5}
