@@ -189,14 +189,7 @@ static inline bool simple_grid(const fl_plan *plan, const fl_value *args, uint32
     if (FL__UNLIKELY(x > sh->hi)) return false;
     g[d] = fl__grid_shape_apply(sh, x);
   }
-  const int64_t *max = plan->base->grid_max;
-  uint64_t product;
-  if (FL__LIKELY(g[0] > 0 && g[1] > 0 && g[2] > 0 && g[0] <= max[0] && g[1] <= max[1] && g[2] <= max[2] &&
-                 !__builtin_mul_overflow((uint64_t)g[0] * (uint64_t)g[1], (uint64_t)g[2], &product) &&
-                 (!plan->grid_max_product || product <= plan->grid_max_product))) {
-    out[0] = (uint32_t)g[0];
-    out[1] = (uint32_t)g[1];
-    out[2] = (uint32_t)g[2];
+  if (FL__LIKELY(fl__grid_fits(plan, g, out))) {
     *st = FL_OK;
     return true;
   }

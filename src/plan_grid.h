@@ -39,6 +39,22 @@ static inline bool fl__plan_grid_one_dim(const fl_plan *plan, const fl_value *ar
   return true;
 }
 
+/* True with out filled when every dimension of g lies in [1, the backend's limit] and their product
+ * within the plan's; false, having done nothing, otherwise (fl__plan_check_grid then says why). */
+static inline bool fl__grid_fits(const fl_plan *plan, const int64_t g[3], uint32_t out[3]) {
+  const int64_t *max = plan->base->grid_max;
+  uint64_t product;
+  if (FL__LIKELY(g[0] > 0 && g[1] > 0 && g[2] > 0 && g[0] <= max[0] && g[1] <= max[1] && g[2] <= max[2] &&
+                 !__builtin_mul_overflow((uint64_t)g[0] * (uint64_t)g[1], (uint64_t)g[2], &product) &&
+                 (!plan->grid_max_product || product <= plan->grid_max_product))) {
+    out[0] = (uint32_t)g[0];
+    out[1] = (uint32_t)g[1];
+    out[2] = (uint32_t)g[2];
+    return true;
+  }
+  return false;
+}
+
 /* The grid of a launch: the static grid and the common computed one inline, the rest through
  * fl__plan_grid_resolve. fl_plan_resolve_grid answers through this too, so it shows what a launch
  * gets. */
@@ -51,6 +67,7 @@ static inline fl_status fl__launch_grid(const fl_plan *plan, const fl_value *arg
     return FL_OK;
   }
   if (plan->grid_1d && grid == NULL && fl__plan_grid_one_dim(plan, args, g)) return FL_OK;
+  if (plan->grid_mode == FL_GRID_CALLER && grid != NULL && fl__grid_fits(plan, grid, g)) return FL_OK;
   return fl__plan_grid_resolve(plan, args, grid, g, err);
 }
 

@@ -3,7 +3,10 @@
  * Three types. JitDispatcher sits in a JITFunction's call slot (its instance attribute `run`, so
  * Triton's Autotuner, which calls `fn.run(...)`, reaches it too). JitSubscript replaces the class's
  * __getitem__, so `kernel[grid]` hands out a JitCall (one reused object per kernel, no allocation
- * while the caller drops it before the next subscript) instead of a Python lambda. A call:
+ * while the caller drops it before the next subscript) instead of a Python lambda. A call that has
+ * the form of the kernel's last fast call (the same keyword names tuple and positional count: the
+ * same call site, nearly always) is checked against that call's entry by the memo (jit_key.c) and
+ * launches from there; any other call, or one whose key differs, takes the full path:
  *   1. binds the arguments to the kernel's parameters (positional, keywords, defaults) and reads
  *      the launch options given as keywords;
  *   2. computes the key: per parameter what Triton specializes on (tensor dtype and 16-byte
@@ -19,115 +22,6 @@
  * the things it watches change (knobs, the environment, the active driver, the kernel's globals).
  * The policy (fastlaunch.triton_jit) owns those decisions; this file only applies them. */
 #include "jit.h"
-
-/* ---- the key of one value ---- */
-
-/* A constexpr's value (or a launch option's). */
-static int key_const(jit_key *k, PyObject *v) {
-  if (v == Py_None) return key_push(k, K_NONE);
-  if (PyBool_Check(v)) return key_push(k, K_CONST_BOOL | (uint64_t)(v == Py_True) << 8);
-  if (PyLong_CheckExact(v)) {
-    uint64_t mag;
-    int neg;
-    if (fl_ext_int_digits(v, &mag, &neg) && mag <= (uint64_t)INT64_MAX) {
-      if (key_push(k, K_CONST_INT) < 0) return -1;
-      return key_push(k, neg ? (uint64_t)(-(int64_t)mag) : mag);
-    }
-  } else if (PyFloat_CheckExact(v)) {
-    double d = PyFloat_AS_DOUBLE(v);
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    if (key_push(k, K_CONST_FLOAT) < 0) return -1;
-    return key_push(k, bits);
-  }
-  if (key_push(k, K_CONST_OBJ) < 0) return -1;
-  return key_push(k, (uint64_t)(uintptr_t)v);
-}
-
-static inline int value_push(jit_values *vals, fl_value v, int where, int index) {
-  if (FL_EXT_UNLIKELY(vals->n >= JIT_MAX_PARAMS)) return -1;
-  vals->v[vals->n] = v;
-  vals->where[vals->n] = (int8_t)where;
-  vals->index[vals->n++] = (int16_t)index;
-  return 0;
-}
-
-/* A runtime value: its key words and its launch value. 0, -1 (the key is full), or 1 (not a kind
- * the key knows: Triton decides). */
-static int key_value(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v, int depth) {
-  if (v == Py_None) return key_push(k, K_NONE) | value_push(vals, fl_none(), 0, -1);
-  if (PyBool_Check(v)) return key_push(k, K_BOOL) | value_push(vals, fl_bool(v == Py_True), 0, -1);
-  if (PyLong_CheckExact(v)) {
-    uint64_t mag;
-    int neg;
-    if (!fl_ext_int_digits(v, &mag, &neg)) return 1; /* past 64 bits: Triton raises its own error */
-    uint64_t cls; /* Triton's classes: i32, i64, u64 */
-    fl_value x;
-    if (neg) {
-      if (mag > (uint64_t)INT64_MAX + 1) return 1;
-      cls = mag <= 0x80000000ull ? 0 : 1;
-      x = fl_int(mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag);
-    } else {
-      cls = mag < 0x80000000ull ? 0 : mag <= (uint64_t)INT64_MAX ? 1 : 2;
-      x = cls == 2 ? fl_uint(mag) : fl_int((int64_t)mag);
-    }
-    return key_push(k, K_INT | cls << 8 | (uint64_t)(!neg && mag == 1) << 12 | (uint64_t)((mag & 15) == 0) << 13) |
-           value_push(vals, x, 0, -1);
-  }
-  if (PyFloat_CheckExact(v)) return key_push(k, K_FLOAT) | value_push(vals, fl_float(PyFloat_AS_DOUBLE(v)), 0, -1);
-  if (PyTuple_Check(v)) {
-    Py_ssize_t n = PyTuple_GET_SIZE(v);
-    if (depth > 0) return 1; /* nested tuples: Triton's */
-    if (key_push(k, K_TUPLE | (uint64_t)n << 8) < 0) return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-      int r = key_value(st, k, vals, PyTuple_GET_ITEM(v, i), depth + 1);
-      if (r) return r;
-    }
-    return 0;
-  }
-  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
-  uint64_t p;
-  int where, index, dtype;
-  if (st->door && st->door->unpack_typed(v, &p, &where, &index, &dtype)) {
-    fl_value x;
-    x.type = FL_VALUE_PTR;
-    x.v.p = p;
-    return key_push(k, K_TENSOR | (uint64_t)(unsigned)dtype << 8 | (uint64_t)((p & 15) == 0) << 7) |
-           value_push(vals, x, where, index);
-  }
-  return 1;
-}
-
-/* The slow path for tensors the door does not take (no door built, a subclass): dtype and
- * data_ptr() as Triton reads them. 0, 1 (not a tensor), -1 with an exception. */
-static int key_tensor_slow(jit_key *k, jit_values *vals, PyObject *v) {
-  PyObject *dtype = PyObject_GetAttrString(v, "dtype");
-  if (!dtype) {
-    PyErr_Clear();
-    return 1;
-  }
-  PyObject *ptr = PyObject_CallMethod(v, "data_ptr", NULL);
-  uint64_t p = 0;
-  int ok = ptr && PyLong_Check(ptr);
-  if (ok) p = PyLong_AsUnsignedLongLongMask(ptr);
-  Py_XDECREF(ptr);
-  if (!ok) {
-    Py_DECREF(dtype);
-    PyErr_Clear();
-    return 1;
-  }
-  uint64_t addr = (uint64_t)(uintptr_t)dtype;
-  Py_DECREF(dtype); /* torch's dtypes are module-level objects; the policy keeps them with the entry */
-  fl_value x;
-  x.type = FL_VALUE_PTR;
-  x.v.p = p;
-  /* Where it lives is not known here: as for a plan's data_ptr() path, no memory check. */
-  if (key_push(k, K_TENSOR_OBJ | (uint64_t)((p & 15) == 0) << 7) < 0 || key_push(k, addr) < 0 ||
-      value_push(vals, x, 0, -1) < 0)
-    return -1;
-  return 0;
-}
-
 
 static Py_ssize_t ident_index(PyObject *names, PyObject *key) {
   Py_ssize_t n = PyTuple_GET_SIZE(names);
@@ -170,6 +64,7 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
   if ((Py_ssize_t)nargs > np) return b->why = "args_count", 1;
   memcpy(b->vals, args, nargs * sizeof(PyObject *));
   for (Py_ssize_t i = (Py_ssize_t)nargs; i < np; i++) b->vals[i] = NULL;
+  for (Py_ssize_t i = 0; i < np; i++) b->src[i] = (int16_t)(i < (Py_ssize_t)nargs ? i : -1);
   b->nopts = 0;
   for (Py_ssize_t k = 0; k < nkw; k++) {
     Py_ssize_t i, j;
@@ -177,6 +72,7 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
     if (i >= 0) {
       if (b->vals[i]) return b->why = "args_repeated", 1;
       b->vals[i] = kwvals[k];
+      b->src[i] = (int16_t)(nargs + (size_t)k);
       continue;
     }
     if (j < 0) return b->why = "unknown_keyword", 1;
@@ -187,10 +83,12 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
     while (at > 0 && b->opt_index[at - 1] > j) {
       b->opt_index[at] = b->opt_index[at - 1];
       b->opt_vals[at] = b->opt_vals[at - 1];
+      b->opt_src[at] = b->opt_src[at - 1];
       at--;
     }
     b->opt_index[at] = j;
     b->opt_vals[at] = kwvals[k];
+    b->opt_src[at] = (int16_t)(nargs + (size_t)k);
   }
   for (Py_ssize_t i = 0; i < np; i++) {
     if (b->vals[i]) continue;
@@ -198,35 +96,6 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
     if (PyTuple_GET_SIZE(d) != 1) return b->why = "args_missing", 1;
     b->vals[i] = PyTuple_GET_ITEM(d, 0);
   }
-  return 0;
-}
-
-/* 0 with the key and the launch values made; 1 with b->why; -1 with an exception. */
-static int make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, jit_values *vals) {
-  k->n = 0;
-  vals->n = 0;
-  key_push(k, K_DEVICE | (uint64_t)(uint32_t)device << 8);
-  Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
-  for (Py_ssize_t i = 0; i < np; i++) {
-    if (self->param_const[i]) {
-      vals->start[i] = -1;
-      if (key_const(k, b->vals[i]) < 0) return b->why = "key_too_long", 1;
-      continue;
-    }
-    vals->start[i] = (int32_t)vals->n;
-    int r = key_value(self->state, k, vals, b->vals[i], 0);
-    if (r == 1) {
-      /* Not a value the door or the exact types take: a tensor another way, or Triton's. */
-      if (PyTuple_Check(b->vals[i])) return b->why = "arg_type", 1;
-      r = key_tensor_slow(k, vals, b->vals[i]);
-      if (r == 1) return b->why = "arg_type", 1;
-      if (r < 0) return PyErr_Occurred() ? -1 : (b->why = "key_too_long", 1);
-    }
-    if (r < 0) return b->why = "key_too_long", 1;
-  }
-  for (Py_ssize_t o = 0; o < b->nopts; o++)
-    if (key_push(k, K_OPTION | (uint64_t)b->opt_index[o] << 8) < 0 || key_const(k, b->opt_vals[o]) < 0)
-      return b->why = "key_too_long", 1;
   return 0;
 }
 
@@ -294,7 +163,7 @@ static int grid_var(PyObject *v, int64_t *out) {
 
 /* The grid from the entry's program when `grid` is a function of its code: 0, or 1 (not the
  * program's function, or a value it cannot compute: the callable is called instead). */
-static int grid_program(const jit_entry *e, const jit_bound *b, PyObject *grid, int64_t out[3]) {
+static int grid_program(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t out[3]) {
   if (!e->grid_code || !PyFunction_Check(grid) || PyFunction_GET_CODE(grid) != e->grid_code ||
       PyFunction_GET_GLOBALS(grid) != e->grid_globals || PyFunction_GET_DEFAULTS(grid) ||
       PyFunction_GET_KW_DEFAULTS(grid))
@@ -305,7 +174,7 @@ static int grid_program(const jit_entry *e, const jit_bound *b, PyObject *grid, 
     const grid_source *s = &e->grid_src[i];
     PyObject *v = NULL;
     if (s->kind == SRC_ARG) {
-      v = b->vals[s->index];
+      v = pv[s->index];
     } else if (s->kind == SRC_CELL) {
       if (!closure || s->index >= PyTuple_GET_SIZE(closure)) return 1;
       v = PyCell_GET(PyTuple_GET_ITEM(closure, s->index));
@@ -326,11 +195,11 @@ static int grid_program(const jit_entry *e, const jit_bound *b, PyObject *grid, 
 }
 
 /* The mapping Triton passes a grid callable: every parameter by name. */
-static PyObject *bound_args_dict(JitObject *self, const jit_bound *b) {
+static PyObject *bound_args_dict(JitObject *self, PyObject *const *pv) {
   PyObject *d = PyDict_New();
   if (!d) return NULL;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->param_names); i++)
-    if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->param_names, i), b->vals[i]) < 0) {
+    if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->param_names, i), pv[i]) < 0) {
       Py_DECREF(d);
       return NULL;
     }
@@ -448,54 +317,87 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
   return 1;
 }
 
-static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames) {
-  PyObject *grid = kw->grid;
 #define STOCK(reason, miss) stock(self, grid, args, nargs, kwnames, kw->has_grid, reason, NULL, miss)
-  if (kw->warmup) return STOCK("warmup", NULL);
-  if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch)) && fl_jit_revalidate(self) < 0) return NULL;
-  if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, self->stock_reason, NULL);
-  const char *why = jit_dispatch_checks(self);
-  if (why) return STOCK(why, NULL);
+
+/* The grid of a call to entry e: 0; 1 (a callable that is not e's grid program: the full path
+ * calls it); -1 unreadable (err). */
+static int call_grid(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t g[3], fl_error *err) {
+  if (PyTuple_Check(grid)) return fl_ext_parse_grid(grid, g, err) < 0 ? -1 : 0;
+  return grid_program(e, pv, grid, g);
+}
+
+/* Launches a call the memo matched: 0 with *res (the result, or NULL with an exception); 1 when
+ * the grid is a callable to call, which the full path does (nothing was run). */
+static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                       int32_t device, PyObject *const *pv, const fl_value *values, PyObject **res) {
+  PyObject *grid = kw->grid;
+  const jit_entry *e = self->memo.entry;
+  uint64_t gen = self->gen, stream;
+  int64_t g[3];
+  fl_error err;
+  if (current_stream(self, device, &stream) < 0) return *res = NULL, 0;
+  int r = call_grid(e, pv, grid, g, &err);
+  if (r > 0) return 1;
+  if (FL_EXT_UNLIKELY(gen != self->gen)) return *res = STOCK("table_changed", NULL), 0; /* a global's __eq__ */
+  if (r < 0) return *res = STOCK("grid_unreadable", NULL), 0;
+  PyObject *kernel = Py_NewRef(e->kernel);
+  if (fl_launch(e->plan->plan, stream, values, e->nabi, g, &err) == FL_OK) {
+    self->fast++;
+    self->memo_fast++;
+    return *res = kernel, 0;
+  }
+  Py_DECREF(kernel);
+  *res = err.backend_submitted ? fl_ext_raise(self->state, &err) : STOCK(err.reason, NULL);
+  return 0;
+}
+
+/* The full path: bind, key, table; then the memo holds what a fast call found. */
+static PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                               int32_t device) {
+  PyObject *grid = kw->grid;
   jit_bound b;
   if (bind_call(self, &b, args, nargs, kw->kwnames, kw->kwvals, kw->nkw)) return STOCK(b.why, NULL);
-  int32_t device;
-  if (current_device(self, &device) < 0) return NULL;
   jit_key k;
   jit_values vals;
-  int r = make_key(self, &b, device, &k, &vals);
+  int r = fl_jit_make_key(self, &b, device, &k, &vals);
   if (r < 0) return NULL;
   if (r > 0) return STOCK(b.why, NULL);
   uint64_t h = key_hash(&k);
   jit_entry *e = table_find(self, &k, h);
   if (!e) return STOCK("first_call_of_variant", &k);
   if (!e->plan) return stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, e->refusal, NULL);
-  uint64_t stream;
+  uint64_t stream, gen = self->gen;
   if (current_stream(self, device, &stream) < 0) return NULL;
   int64_t g[3];
   fl_error err;
   PyObject *computed = NULL;
-  if (PyTuple_Check(grid)) {
-    if (fl_ext_parse_grid(grid, g, &err) < 0) return STOCK("grid_unreadable", NULL);
-  } else if (grid_program(e, &b, grid, g)) {
+  r = call_grid(e, b.vals, grid, g, &err);
+  if (r > 0) {
     /* Any other callable: called once, with the mapping Triton passes; its answer is what Triton
      * gets too if the call goes there after all. */
     self->grid_calls++;
-    PyObject *meta = bound_args_dict(self, &b);
+    PyObject *meta = bound_args_dict(self, b.vals);
     computed = meta ? PyObject_CallOneArg(grid, meta) : NULL;
     Py_XDECREF(meta);
     if (!computed) return NULL;
     grid = computed;
-    e = table_find(self, &k, h); /* the callable may have changed the table */
-    if (!e || !e->plan || fl_ext_parse_grid(computed, g, &err) < 0) {
-      PyObject *res = STOCK(e ? "grid_unreadable" : "table_changed", NULL);
-      Py_DECREF(computed);
-      return res;
-    }
+    r = fl_ext_parse_grid(computed, g, &err) < 0 ? -1 : 0;
+  }
+  if (gen != self->gen) { /* the callable (or a global's __eq__) changed the table */
+    PyObject *res = STOCK("table_changed", NULL);
+    Py_XDECREF(computed);
+    return res;
+  }
+  if (r < 0) {
+    PyObject *res = STOCK("grid_unreadable", NULL);
+    Py_XDECREF(computed);
+    return res;
   }
   PyObject *kernel = Py_NewRef(e->kernel);
   r = launch_entry(self, e, &vals, stream, g, &err);
   if (r == 0) {
     self->fast++;
+    if (kw->kwvals == args + nargs) fl_jit_memo_set(self, e, &b, nargs, kw->kwnames);
     Py_XDECREF(computed);
     return kernel;
   }
@@ -503,8 +405,28 @@ static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args
   PyObject *res = r < 0 ? NULL : STOCK(err.reason, NULL);
   Py_XDECREF(computed);
   return res;
-#undef STOCK
 }
+
+static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames) {
+  PyObject *grid = kw->grid;
+  if (kw->warmup) return STOCK("warmup", NULL);
+  if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch)) && fl_jit_revalidate(self) < 0) return NULL;
+  if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, self->stock_reason, NULL);
+  const char *why = jit_dispatch_checks(self);
+  if (why) return STOCK(why, NULL);
+  int32_t device;
+  if (current_device(self, &device) < 0) return NULL;
+  if (kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
+    PyObject *pv[JIT_MAX_PARAMS];
+    fl_value values[JIT_MAX_PARAMS];
+    PyObject *res;
+    if (fl_jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values) == 0 &&
+        memo_launch(self, kw, args, nargs, kwnames, device, pv, values, &res) == 0)
+      return res;
+  }
+  return full_dispatch(self, kw, args, nargs, kwnames, device);
+}
+#undef STOCK
 
 /* Reads grid= and warmup= out of the keywords (the run() form). 0, or -1 with an exception. */
 static int split_keywords(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, jit_kw *kw) {
@@ -526,13 +448,15 @@ static int split_keywords(JitObject *self, PyObject *const *args, size_t nargs, 
       kw->warmup = t;
     } else {
       others[kw->nkw] = key;
-      kw->kwvals[kw->nkw++] = v;
+      kw->kept[kw->nkw++] = v;
     }
   }
   if (kw->nkw == n) {
     kw->kwnames = kwnames;
+    kw->kwvals = args + nargs;
     return 0;
   }
+  kw->kwvals = kw->kept;
   kw->kwnames = PyTuple_New(kw->nkw);
   if (!kw->kwnames) return -1;
   for (Py_ssize_t k = 0; k < kw->nkw; k++) PyTuple_SET_ITEM(kw->kwnames, k, Py_NewRef(others[k]));
@@ -569,7 +493,7 @@ PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *ar
     count_stock(self, "keywords", NULL);
     return call_stock(self, grid, args, nargs, kwnames, 0);
   }
-  for (Py_ssize_t k = 0; k < kw.nkw; k++) kw.kwvals[k] = args[nargs + (size_t)k];
+  kw.kwvals = args + nargs;
   return jit_dispatch(self, &kw, args, nargs, kwnames);
 }
 

@@ -51,6 +51,80 @@ static inline int key_push(jit_key *k, uint64_t w) {
   return 0;
 }
 
+/* The key of one value, shared by the full path (fl_jit_make_key) and the memo, both in jit_key.c, so
+ * that both compute the same words. */
+
+/* A constexpr's value (or a launch option's): 1 or 2 words into w. */
+static inline int const_words(PyObject *v, uint64_t w[2]) {
+  if (v == Py_None) return w[0] = K_NONE, 1;
+  if (PyBool_Check(v)) return w[0] = K_CONST_BOOL | (uint64_t)(v == Py_True) << 8, 1;
+  if (PyLong_CheckExact(v)) {
+    uint64_t mag;
+    int neg;
+    if (fl_ext_int_digits(v, &mag, &neg) && mag <= (uint64_t)INT64_MAX) {
+      w[0] = K_CONST_INT;
+      w[1] = neg ? (uint64_t)(-(int64_t)mag) : mag;
+      return 2;
+    }
+  } else if (PyFloat_CheckExact(v)) {
+    double d = PyFloat_AS_DOUBLE(v);
+    w[0] = K_CONST_FLOAT;
+    memcpy(&w[1], &d, sizeof d);
+    return 2;
+  }
+  w[0] = K_CONST_OBJ;
+  w[1] = (uint64_t)(uintptr_t)v;
+  return 2;
+}
+
+/* An exact int's key word (Triton's width class i32/i64/u64, == 1, % 16 == 0) and launch value;
+ * 0 past what Triton takes (it raises its own error). */
+static inline int int_words(PyObject *v, uint64_t w[1], fl_value *x) {
+  uint64_t mag, cls; /* cls: i32, i64, u64 */
+  int neg;
+  if (!fl_ext_int_digits(v, &mag, &neg)) return 0;
+  if (neg) {
+    if (mag > (uint64_t)INT64_MAX + 1) return 0;
+    cls = mag <= 0x80000000ull ? 0 : 1;
+    *x = fl_int(mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag);
+  } else {
+    cls = mag < 0x80000000ull ? 0 : mag <= (uint64_t)INT64_MAX ? 1 : 2;
+    *x = cls == 2 ? fl_uint(mag) : fl_int((int64_t)mag);
+  }
+  w[0] = K_INT | cls << 8 | (uint64_t)(!neg && mag == 1) << 12 | (uint64_t)((mag & 15) == 0) << 13;
+  return 1;
+}
+
+/* A tensor's key word (dtype, 16-byte alignment), its pointer and where it lives, through the
+ * tensor door; 0 for anything the door does not take (not a tensor, or no door). */
+static inline int tensor_words(fl_ext_state *st, PyObject *v, uint64_t w[1], fl_value *x, int *where, int *index) {
+  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
+  uint64_t p;
+  int dtype;
+  if (!st->door || !st->door->unpack_typed(v, &p, where, index, &dtype)) return 0;
+  x->type = FL_VALUE_PTR;
+  x->v.p = p;
+  w[0] = K_TENSOR | (uint64_t)(unsigned)dtype << 8 | (uint64_t)((p & 15) == 0) << 7;
+  return 1;
+}
+
+/* A runtime value that is one value (not a tuple): 1 word into w, its launch value in *x and, for
+ * a tensor, where it lives (*where, *index; 0 and -1 for the rest). 0: not a value read here (an
+ * int past what Triton takes, a tensor the door does not take, another type). */
+static inline int value_words(fl_ext_state *st, PyObject *v, uint64_t w[1], fl_value *x, int *where, int *index) {
+  *where = 0;
+  *index = -1;
+  if (v == Py_None) return w[0] = K_NONE, *x = fl_none(), 1;
+  if (PyBool_Check(v)) return w[0] = K_BOOL, *x = fl_bool(v == Py_True), 1;
+  if (PyLong_CheckExact(v)) return int_words(v, w, x);
+  if (PyFloat_CheckExact(v)) return w[0] = K_FLOAT, *x = fl_float(PyFloat_AS_DOUBLE(v)), 1;
+  if (PyTuple_Check(v)) return 0;
+  if (tensor_words(st, v, w, x, where, index)) return 1;
+  *where = 0;
+  *index = -1;
+  return 0;
+}
+
 /* The table compares whole keys: the hash only spreads them, a multiply at the end. */
 static inline uint64_t key_hash(const jit_key *k) {
   uint64_t h = k->n;
@@ -78,6 +152,7 @@ typedef struct {
   size_t nabi;
   int32_t *abi_param;   /* per runtime argument: its parameter */
   int32_t *abi_member;  /* and its tuple member, or -1 */
+  int32_t *param_abi;   /* per parameter: its runtime argument, or -1; NULL: no memo (tuples) */
   /* A grid program compiled from one grid callable's code, or none. */
   PyObject *grid_code, *grid_globals;
   fl_grid_program *grid_prog[3]; /* NULL for a dimension whose value is constant: grid_const */
@@ -85,6 +160,20 @@ typedef struct {
   size_t ngrid_src;
   grid_source *grid_src;
 } jit_entry;
+
+/* The last fast call's form (jit_key.c): while calls come with the same keyword names (the tuple
+ * a call site passes, or one of the same str objects) and positional count, each parameter's value is
+ * found at a known place, and the call's key is compared word by word with the entry the last call
+ * found, its launch values written in the entry's argument order: no binding, hash or table. */
+typedef struct {
+  jit_entry *entry;  /* NULL: none */
+  PyObject *kwnames; /* strong (so no other tuple takes its address), or NULL for none */
+  size_t nargs;
+  int16_t src[JIT_MAX_PARAMS];       /* per parameter: its index in args (positional, then keywords), or -1: its default */
+  int16_t opt_src[JIT_MAX_OPTIONS];  /* the options given, in option order: index in args */
+  int16_t opt_index[JIT_MAX_OPTIONS];
+  Py_ssize_t nopts;
+} jit_memo;
 
 typedef struct {
   PyObject_HEAD
@@ -107,9 +196,12 @@ typedef struct {
   PyObject *spare_call;   /* the JitCall handed out by kernel[grid] while nobody else holds it */
   PyObject *stock_counts; /* dict reason -> count */
   unsigned long long fast, stock;
+  unsigned long long memo_fast; /* fast calls the memo took */
   unsigned long long grid_calls; /* grid callables called (no grid program for their code) */
   jit_entry **slots;
   size_t cap, count;
+  uint64_t gen;           /* counts clearings of the table: an entry held across Python code is checked by it */
+  jit_memo memo;
   PyObject *weakrefs;
 } JitObject;
 
@@ -128,6 +220,10 @@ typedef struct {
   Py_ssize_t opt_index[JIT_MAX_OPTIONS];
   Py_ssize_t nopts;
   const char *why;                  /* when the call cannot be bound here */
+  /* Where each value came from (the memo's form): per parameter its index in the call's args
+   * (positional, then keywords), -1 for a default; per option given likewise. */
+  int16_t src[JIT_MAX_PARAMS];
+  int16_t opt_src[JIT_MAX_OPTIONS];
 } jit_bound;
 
 /* Splits the keywords: grid= and warmup= (the run() form) from the rest. */
@@ -136,7 +232,8 @@ typedef struct {
   int warmup;
   int has_grid;
   PyObject *kwnames; /* the others, or NULL; a new tuple when grid/warmup were removed */
-  PyObject *kwvals[JIT_MAX_PARAMS + JIT_MAX_OPTIONS];
+  PyObject *const *kwvals; /* their values: args + nargs, or `kept` when grid/warmup were removed */
+  PyObject *kept[JIT_MAX_PARAMS + JIT_MAX_OPTIONS];
   Py_ssize_t nkw;
 } jit_kw;
 
@@ -150,6 +247,13 @@ static inline jit_entry *table_find(const JitObject *self, const jit_key *k, uin
   }
 }
 
+/* jit_key.c */
+int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, jit_values *vals);
+void fl_jit_memo_clear(JitObject *self);
+void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t nargs, PyObject *kwnames);
+int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,
+                      PyObject **pv, fl_value *values);
+int fl_jit_memo_entry(jit_entry *e, Py_ssize_t nparams, const uint8_t *param_const);
 /* jit.c */
 PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);

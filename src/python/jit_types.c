@@ -26,6 +26,7 @@ void fl_jit_entry_free(jit_entry *e) {
   PyMem_Free(e->grid_src);
   PyMem_Free(e->abi_param);
   PyMem_Free(e->abi_member);
+  PyMem_Free(e->param_abi);
   PyMem_Free(e->key);
   PyMem_Free(e);
 }
@@ -33,6 +34,8 @@ void fl_jit_entry_free(jit_entry *e) {
 void fl_jit_table_clear(JitObject *self) {
   jit_entry **slots = self->slots;
   size_t cap = self->cap;
+  fl_jit_memo_clear(self);
+  self->gen++;
   self->slots = NULL;
   self->cap = self->count = 0;
   for (size_t i = 0; i < cap; i++) fl_jit_entry_free(slots[i]);
@@ -257,6 +260,10 @@ static PyObject *jit_insert(PyObject *op, PyObject *args) {
     e->abi_param[i] = p;
     e->abi_member[i] = m;
   }
+  if (e->plan && fl_jit_memo_entry(e, np, self->param_const) < 0) {
+    fl_jit_entry_free(e);
+    return NULL;
+  }
   if ((grid_spec != Py_None && entry_grid(self->state, e, grid_spec, np) < 0) || fl_jit_table_put(self, e) < 0) {
     fl_jit_entry_free(e);
     return PyErr_Occurred() ? NULL : PyErr_NoMemory();
@@ -284,8 +291,9 @@ static PyObject *jit_get_counts(PyObject *op, void *closure) {
   (void)closure;
   PyObject *reasons = PyDict_Copy(self->stock_counts); /* a snapshot: the counts go on */
   if (!reasons) return NULL;
-  return Py_BuildValue("{sKsKsNsnsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
-                       "variants", (Py_ssize_t)self->count, "grid_calls", self->grid_calls);
+  return Py_BuildValue("{sKsKsNsnsKsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
+                       "variants", (Py_ssize_t)self->count, "grid_calls", self->grid_calls, "memo",
+                       self->memo_fast);
 }
 
 static PyObject *jit_get_fn(PyObject *op, void *closure) {
@@ -307,6 +315,7 @@ static int jit_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(self->spare_call);
   Py_VISIT(self->device_fn);
   Py_VISIT(self->stream_fn);
+  Py_VISIT(self->memo.kwnames);
   for (size_t i = 0; i < self->cap; i++) {
     jit_entry *e = self->slots[i];
     if (!e) continue;
@@ -361,7 +370,8 @@ static PyMethodDef jit_methods[] = {
 };
 
 static PyGetSetDef jit_getset[] = {
-    {"counts", jit_get_counts, NULL, "fast and stock calls, stock reasons, bound variants", NULL},
+    {"counts", jit_get_counts, NULL, "fast and stock calls, stock reasons, bound variants, fast calls the memo took",
+     NULL},
     {"fn", jit_get_fn, NULL, "the JITFunction", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -221,7 +221,8 @@ def main(n=100_000, seed=2026):
         counts[name] = c
     result = {"triton": triton.__version__, "torch": torch.__version__, "calls": n, "identical": stats["identical"],
               "fast": stats["fast"], "through_triton": stats["through_triton"],
-              "raised_by_both": stats["raised_by_both"], "variants": len(layouts), "mismatches": len(mismatches),
+              "raised_by_both": stats["raised_by_both"], "variants": len(layouts),
+              "memo": sum(c.get("memo", 0) for c in counts.values()), "mismatches": len(mismatches),
               "first_mismatches": [repr(m)[:400] for m in mismatches[:10]], "seed": seed, "sites": counts}
     print(json.dumps(result, indent=1, default=str))
     return 0 if not mismatches and stats["fast"] > n // 2 else 1
