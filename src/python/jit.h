@@ -165,11 +165,18 @@ typedef struct {
  * a call site passes, or one of the same str objects) and positional count, each parameter's value is
  * found at a known place, and the call's key is compared word by word with the entry the last call
  * found, its launch values written in the entry's argument order: no binding, hash or table. */
+enum { MEMO_CONST = 0x80, MEMO_TENSOR = K_TENSOR, MEMO_INT = K_INT, MEMO_OTHER = 0 };
+typedef struct {
+  int16_t src;  /* its index in args (positional, then keywords), or -1: its default */
+  int16_t abi;  /* its runtime argument in the entry, or -1 */
+  uint8_t kind; /* MEMO_*: a constexpr, or which reading to try first (what the last call's value was) */
+} jit_memo_param;
+
 typedef struct {
   jit_entry *entry;  /* NULL: none */
   PyObject *kwnames; /* strong (so no other tuple takes its address), or NULL for none */
   size_t nargs;
-  int16_t src[JIT_MAX_PARAMS];       /* per parameter: its index in args (positional, then keywords), or -1: its default */
+  jit_memo_param param[JIT_MAX_PARAMS];
   int16_t opt_src[JIT_MAX_OPTIONS];  /* the options given, in option order: index in args */
   int16_t opt_index[JIT_MAX_OPTIONS];
   Py_ssize_t nopts;

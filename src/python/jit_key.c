@@ -152,7 +152,15 @@ void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t n
   if (m->entry == e && m->nargs == nargs && same_names(kwnames, m->kwnames)) return;
   if (!e->param_abi) return;
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
-  memcpy(m->src, b->src, (size_t)np * sizeof *m->src);
+  for (Py_ssize_t i = 0; i < np; i++) {
+    PyObject *v = b->vals[i];
+    m->param[i].src = b->src[i];
+    m->param[i].abi = (int16_t)e->param_abi[i];
+    m->param[i].kind = self->param_const[i]                       ? MEMO_CONST
+                       : PyLong_CheckExact(v)                     ? MEMO_INT
+                       : v == Py_None || PyBool_Check(v) || PyFloat_CheckExact(v) ? MEMO_OTHER
+                                                                  : MEMO_TENSOR;
+  }
   for (Py_ssize_t o = 0; o < b->nopts; o++) {
     m->opt_src[o] = b->opt_src[o];
     m->opt_index[o] = (int16_t)b->opt_index[o];
@@ -186,30 +194,28 @@ int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyOb
   fl_ext_state *st = self->state;
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
   for (Py_ssize_t i = 0; i < np; i++) {
-    int s = m->src[i];
-    PyObject *v = s >= 0 ? args[s] : PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->defaults, i), 0);
+    const jit_memo_param *mp = &m->param[i];
+    PyObject *v = mp->src >= 0 ? args[mp->src] : PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->defaults, i), 0);
     pv[i] = v;
-    if (self->param_const[i]) {
-      if (!same_words(&key, end, w, const_words(v, w))) return 1;
-      continue;
-    }
-    if (key == end) return 1;
-    /* What the entry's word says the value was read first: the same words, each found sooner (a
-     * value that is not of that kind gives no word, or another). */
+    /* The reading the last call's value took is tried first: a value of another kind gives no
+     * word there, and value_words (what the full path reads) decides. */
     fl_value x;
     int where = 0, index = -1, ok;
-    switch (*key & 0x7f) {
-      case K_TENSOR: ok = tensor_words(st, v, w, &x, &where, &index); break;
-      case K_INT: ok = PyLong_CheckExact(v) && int_words(v, w, &x); break;
-      default: ok = value_words(st, v, w, &x, &where, &index);
+    switch (mp->kind) {
+      case MEMO_CONST:
+        if (!same_words(&key, end, w, const_words(v, w))) return 1;
+        continue;
+      case MEMO_TENSOR: ok = tensor_words(st, v, w, &x, &where, &index); break;
+      case MEMO_INT: ok = PyLong_CheckExact(v) && int_words(v, w, &x); break;
+      default: ok = 0;
     }
-    if (!ok || *key++ != w[0]) return 1;
-    int32_t a = e->param_abi[i];
-    if (a < 0) continue;
+    if (!ok && !value_words(st, v, w, &x, &where, &index)) return 1;
+    if (key == end || *key++ != w[0]) return 1;
+    if (mp->abi < 0) continue;
     if (where && spec->memory != FL_MEMORY_ANY &&
         (where != (int)spec->memory || (spec->device >= 0 && index != spec->device)))
       return 1; /* the full path says why */
-    values[a] = x;
+    values[mp->abi] = x;
   }
   for (Py_ssize_t o = 0; o < m->nopts; o++) {
     w[0] = K_OPTION | (uint64_t)m->opt_index[o] << 8;
