@@ -164,7 +164,7 @@ static int grid_var(PyObject *v, int64_t *out) {
 /* The grid from the entry's program when `grid` is a function of its code: 0, or 1 (not the
  * program's function, or a value it cannot compute: the callable is called instead). */
 static int grid_program(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t out[3]) {
-  if (!e->grid_code || !PyFunction_Check(grid) || PyFunction_GET_CODE(grid) != e->grid_code ||
+  if (!PyFunction_Check(grid) || !e->grid_code || PyFunction_GET_CODE(grid) != e->grid_code ||
       PyFunction_GET_GLOBALS(grid) != e->grid_globals || PyFunction_GET_DEFAULTS(grid) ||
       PyFunction_GET_KW_DEFAULTS(grid))
     return 1;
@@ -481,7 +481,8 @@ PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t na
 }
 
 /* kernel[grid](*args, **kwargs), the grid given apart. */
-PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames) {
+static FL_EXT_ALWAYS_INLINE PyObject *run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs,
+                                               PyObject *kwnames) {
   JitObject *self = (JitObject *)jit;
   jit_kw kw;
   kw.grid = grid;
@@ -497,11 +498,15 @@ PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *ar
   return jit_dispatch(self, &kw, args, nargs, kwnames);
 }
 
+PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames) {
+  return run_grid(jit, grid, args, nargs, kwnames);
+}
+
 PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   JitCallObject *call = (JitCallObject *)callable;
   Py_INCREF(call); /* the grid it holds stays alive through the call */
   PyObject *res = Py_TYPE(call->target) == call->state->jit_type
-                      ? fl_ext_jit_run_grid(call->target, call->grid, args, PyVectorcall_NARGS(nargsf), kwnames)
+                      ? run_grid(call->target, call->grid, args, PyVectorcall_NARGS(nargsf), kwnames)
                       : fl_ext_autotune_call(call->target, call->grid, args, nargsf, kwnames);
   Py_DECREF(call);
   return res;
