@@ -129,12 +129,13 @@ def section(bench_json, int_json=None) -> str:
                           "wake-up of its thread included)."]
             break
     if int_json and os.path.exists(int_json):
-        _, itab = _load(int_json)
+        idata, itab = _load(int_json)
         c = cases[0]
         if ("null", c, "fastlaunch") in itab:
             f, fl = itab[("null", c, "fastlaunch")]["ns_median"], itab[("null", c, "floor")]["ns_median"]
+            when = f", a run of {idata['time']}" if idata.get("time") != data.get("time") else ""
             lines += ["", f"With raw integer addresses instead of tensors (`--args int`, "
-                          f"{os.path.relpath(int_json, ROOT)}), null backend, {c}: floor {fl:.1f} ns, "
+                          f"{os.path.relpath(int_json, ROOT)}{when}), null backend, {c}: floor {fl:.1f} ns, "
                           f"fastlaunch {f:.1f} ns ({f / fl:.2f}x)."]
     lines += ["", END]
     return "\n".join(lines)
