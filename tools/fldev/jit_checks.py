@@ -262,6 +262,51 @@ def opaque_grid_called_once_per_launch_with_tritons_mapping(env):
 
 
 @check
+def memo_takes_repeats_of_a_form_and_only_its_variant(env):
+    """The memo (the last fast call's form and variant) serves repeated calls of one form; a call of
+    another variant from the same form (n a multiple of 16), or with the keywords in another order,
+    goes the full way and launches its own variant; a table cleared by a grid callable while the
+    memo holds a variant sends that call to Triton, launched once."""
+    K = env.K
+
+    def launch(n, **kw):  # one call site, its keyword names tuple the same object each time
+        env.stub.record(0)
+        K.tensors[(4,)](env.x, env.y, n, BLOCK=128, **kw)
+        f = env.stub.state.function
+        env.stub.count_only()
+        return f
+
+    def memo():
+        return counts(K.tensors)["memo"]
+
+    launch(1001), launch(1024), launch(1001)  # both variants bound (each one's first call is Triton's)
+    m0 = memo()
+    f_odd = [launch(1003), launch(1005)]  # the memo holds the odd variant (the last call found it)
+    m1 = memo()
+    f_16 = launch(1024)  # a multiple of 16: another variant, the full way
+    m2 = memo()
+    f_back = launch(1007)  # odd again: the memo now holds the other variant, the full way
+    m3 = memo()
+    ordered = K.tensors[(4,)](env.x, env.y, BLOCK=128, n=1009)  # other keyword names: the full way
+    m4 = memo()
+    ok = (f_odd[0] == f_odd[1] == f_back != f_16 and m1 - m0 == 2 and m2 == m1 and m3 == m2 and m4 == m3
+          and ordered is not None)
+
+    def clearing_grid(meta):
+        K.tensors.run.clear()
+        return (2,)
+
+    launch(1011)
+    launch(1013)  # the memo holds the odd variant
+    before, c0 = env.launches(), counts(K.tensors)
+    K.tensors[clearing_grid](env.x, env.y, 1015, BLOCK=128)
+    c1 = counts(K.tensors)
+    once = env.launches() - before == 1 and c1["stock_reasons"].get("table_changed", 0) == \
+        c0["stock_reasons"].get("table_changed", 0) + 1
+    return ok and once, (f_odd, f_16, f_back, m0, m1, m2, m3, m4, c1["stock_reasons"])
+
+
+@check
 def report_lists_jit_sites(env):
     import io
 
