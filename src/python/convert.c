@@ -96,8 +96,7 @@ static inline int extract_ptr(fl_ext_state *st, PyObject *obj, size_t i, fl_valu
     uint64_t p;
     int where, index;
     if (st->door && !spec->data_ptr_only && st->door->unpack(obj, &p, &where, &index)) {
-      if (FL_EXT_UNLIKELY(spec->memory != FL_MEMORY_ANY && (where != (int)spec->memory ||
-                                                             (spec->device >= 0 && index != spec->device)))) {
+      if (FL_EXT_UNLIKELY(!fl_ext_memory_takes(spec, where, index))) {
         snprintf(err->reason, sizeof err->reason, "ptr_device_mismatch:%zu", i);
         err->status = FL_BAD_VALUE;
         err->backend_submitted = err->stable = false;

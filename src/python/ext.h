@@ -172,6 +172,11 @@ typedef struct {
   bool data_ptr_only;   /* never the tensor door (the benchmark's data_ptr() floor) */
 } fl_ext_args;
 
+/* Whether the plan reads a tensor living at (where, index): any memory, or its kind on its device. */
+static inline int fl_ext_memory_takes(const fl_ext_args *spec, int where, int index) {
+  return spec->memory == FL_MEMORY_ANY || (where == (int)spec->memory && (spec->device < 0 || index == spec->device));
+}
+
 /* Converts a call's positional arguments to runtime values (before the submit boundary). Returns
  * 0; -1 with `err` filled (no Python exception); -2 with a Python exception that must propagate
  * as it is (KeyboardInterrupt and the like, raised by an argument's own code). */

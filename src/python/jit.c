@@ -302,8 +302,7 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
       return 1;
     }
     int where = vals->where[at];
-    if (FL_EXT_UNLIKELY(where && spec->memory != FL_MEMORY_ANY &&
-                        (where != (int)spec->memory || (spec->device >= 0 && vals->index[at] != spec->device)))) {
+    if (FL_EXT_UNLIKELY(where && !fl_ext_memory_takes(spec, where, vals->index[at]))) {
       snprintf(err->reason, sizeof err->reason, "ptr_device_mismatch:%zu", i);
       return 1;
     }

@@ -212,9 +212,7 @@ int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyOb
     if (!ok && !value_words(st, v, w, &x, &where, &index)) return 1;
     if (key == end || *key++ != w[0]) return 1;
     if (mp->abi < 0) continue;
-    if (where && spec->memory != FL_MEMORY_ANY &&
-        (where != (int)spec->memory || (spec->device >= 0 && index != spec->device)))
-      return 1; /* the full path says why */
+    if (where && !fl_ext_memory_takes(spec, where, index)) return 1; /* the full path says why */
     values[mp->abi] = x;
   }
   for (Py_ssize_t o = 0; o < m->nopts; o++) {
