@@ -61,7 +61,8 @@ def enable(*, backend: str = "cuda") -> None:
         had = "__getitem__" in cls.__dict__
         stock = cls.__getitem__
         _state["getitems"].append((cls, had, stock))
-        cls.__getitem__ = _C.JitSubscript(stock, _attach)
+        cls.__getitem__ = sub = _C.JitSubscript(stock, _attach)
+        sub.take_slot(cls)  # kernel[grid] calls it from the class's slot (CPython undoes this on reassignment)
     _state["enabled"] = True
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 

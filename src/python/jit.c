@@ -186,6 +186,12 @@ static int grid_program(const jit_entry *e, PyObject *const *pv, PyObject *grid,
     }
     if (grid_var(v, &vars[i])) return 1;
   }
+  if (e->grid_shaped && vars[0] <= e->grid_shape.hi) {
+    out[0] = fl__grid_shape_apply(&e->grid_shape, vars[0]);
+    out[1] = e->grid_const[1];
+    out[2] = e->grid_const[2];
+    return 0;
+  }
   for (int d = 0; d < 3; d++) {
     fl_error err;
     if (!e->grid_prog[d]) out[d] = e->grid_const[d];

@@ -5,6 +5,7 @@
 #define FL_JIT_H
 
 #include "ext.h"
+#include "grid_shape.h"
 #include "watch.h"
 
 #define JIT_MAX_KEY 512     /* key words; a longer key (hundreds of arguments) goes to Triton */
@@ -157,6 +158,10 @@ typedef struct {
   PyObject *grid_code, *grid_globals;
   fl_grid_program *grid_prog[3]; /* NULL for a dimension whose value is constant: grid_const */
   int64_t grid_const[3];
+  /* One source and dimension 0 one of the shapes (grid_shape.h), 1 and 2 constant: Triton's
+   * common `lambda META: (triton.cdiv(n, META["BLOCK"]),)`, computed inline. */
+  bool grid_shaped;
+  fl__grid_shape grid_shape;
   size_t ngrid_src;
   grid_source *grid_src;
 } jit_entry;

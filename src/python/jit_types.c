@@ -208,6 +208,8 @@ static int entry_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t
       e->grid_prog[d] = NULL;
     }
   }
+  e->grid_shaped = ns == 1 && !e->grid_prog[1] && !e->grid_prog[2] &&
+                   fl__grid_program_shape(e->grid_prog[0], &e->grid_shape) && e->grid_shape.var == 0;
   return 0;
 }
 

@@ -258,8 +258,9 @@ static void module_free(void *module) { module_clear((PyObject *)module); }
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
 #if PY_VERSION_HEX >= 0x030C0000
-    /* Some state is the process's, not the module's: the dict-watch epoch (watch.c), torch's shim
-     * functions (jit.c), the npu backend's queue. One interpreter only. */
+    /* Some state is the process's, not the module's: the dict-watch epoch (watch.c), the interned
+     * "__getitem__" the JIT's class slot looks up and torch's shim functions (jit.c), the npu
+     * backend's queue. One interpreter only. */
     {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
 #endif
 #if PY_VERSION_HEX >= 0x030D0000

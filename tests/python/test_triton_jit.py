@@ -117,3 +117,38 @@ def test_grid_tracer_refuses_what_it_cannot_read_per_launch():
         with pytest.raises(_NotTraceable):
             trace_grid(bad, F, {"x": 0, "n": 5, "BLOCK": 64})
 
+
+def test_jit_subscript_takes_the_class_slot_and_gives_it_back():
+    """take_slot makes a class's mapping slot call its JitSubscript directly; classes derived
+    later find it through their MRO (or their own __getitem__), and assigning __getitem__ again
+    gives the class CPython's own slot back."""
+    from fastlaunch import _C
+
+    class K:
+        def __getitem__(self, g):
+            return ("stock", g)
+
+    stock = K.__getitem__
+    attached = []
+    sub = _C.JitSubscript(stock, attached.append)
+    K.__getitem__ = sub
+    assert sub.take_slot(K) is True
+    k = K()
+    assert k[5] == ("stock", 5) and attached == [k]  # no dispatcher attached: Triton's own subscript
+
+    class Derived(K):
+        pass
+
+    class Own(K):
+        def __getitem__(self, g):
+            return ("own", g)
+
+    d = Derived()
+    assert d[6] == ("stock", 6) and attached == [k, d]
+    assert Own()[7] == ("own", 7) and len(attached) == 2
+    K.__getitem__ = stock
+    assert k[8] == ("stock", 8) and len(attached) == 2  # the JitSubscript is out of the way
+    assert sub.take_slot(K) is False  # not K's __getitem__ any more
+    assert sub.take_slot(int) is False
+    with pytest.raises(TypeError, match="take_slot: expected a class"):
+        sub.take_slot(5)
