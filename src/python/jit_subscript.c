@@ -67,6 +67,67 @@ static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args,
   return call;
 }
 
+static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type);
+
+/* "__getitem__", interned once for the process (interned strings live as long). */
+static PyObject *str_getitem;
+
+/* kernel[grid] straight from the class's mapping slot (take_slot puts it there): the class's
+ * __getitem__ is found as CPython's own slot function finds it, and a JitSubscript (recognised by
+ * its descriptor function) is called directly, without the method-call machinery in between.
+ * Anything else found there is called as CPython would call it. */
+static PyObject *subscript_slot(PyObject *kernel, PyObject *grid) {
+  PyTypeObject *tp = Py_TYPE(kernel);
+  PyObject *getitem = _PyType_Lookup(tp, str_getitem); /* borrowed */
+  PyObject *args[2] = {kernel, grid};
+  if (!getitem)
+    return PyErr_Format(PyExc_TypeError, "'%.200s' object is not subscriptable", tp->tp_name);
+  if (Py_TYPE(getitem)->tp_descr_get == subscript_get) return subscript_vectorcall(getitem, args, 2, NULL);
+  Py_INCREF(getitem);
+  PyObject *res;
+  descrgetfunc get = Py_TYPE(getitem)->tp_descr_get;
+  if (PyType_HasFeature(Py_TYPE(getitem), Py_TPFLAGS_METHOD_DESCRIPTOR)) {
+    res = PyObject_Vectorcall(getitem, args, 2, NULL);
+  } else if (get) {
+    PyObject *bound = get(getitem, kernel, (PyObject *)tp);
+    res = bound ? PyObject_CallOneArg(bound, grid) : NULL;
+    Py_XDECREF(bound);
+  } else {
+    res = PyObject_CallOneArg(getitem, grid);
+  }
+  Py_DECREF(getitem);
+  return res;
+}
+
+/* sub.take_slot(cls): cls's __getitem__ is this JitSubscript; from now on cls's mapping slot calls
+ * it directly (subscript_slot). CPython puts its own slot function back whenever cls.__getitem__
+ * is assigned or deleted again (disable() does). Subclasses made later inherit the slot; earlier
+ * ones keep CPython's and reach the JitSubscript through __getitem__. Returns whether it did. */
+static PyObject *subscript_take_slot(PyObject *self, PyObject *cls) {
+  if (!PyType_Check(cls)) return PyErr_Format(PyExc_TypeError, "take_slot: expected a class, got %.80s",
+                                              Py_TYPE(cls)->tp_name);
+  PyTypeObject *tp = (PyTypeObject *)cls;
+  /* Only a heap type whose mapping methods are its own (a class statement's): a static type's
+   * slots are shared and never changed here. Checked before its dict is read: a static builtin
+   * type has no tp_dict from Python 3.12 on (the interpreter keeps it). */
+  if (!PyType_HasFeature(tp, Py_TPFLAGS_HEAPTYPE) || !tp->tp_dict ||
+      tp->tp_as_mapping != &((PyHeapTypeObject *)tp)->as_mapping)
+    Py_RETURN_FALSE;
+  if (!str_getitem && !(str_getitem = PyUnicode_InternFromString("__getitem__"))) return NULL;
+  PyObject *own = PyDict_GetItemWithError(tp->tp_dict, str_getitem); /* borrowed */
+  if (!own && PyErr_Occurred()) return NULL;
+  if (own != self) Py_RETURN_FALSE;
+  tp->tp_as_mapping->mp_subscript = subscript_slot;
+  Py_RETURN_TRUE;
+}
+
+static PyMethodDef subscript_methods[] = {
+    {"take_slot", subscript_take_slot, METH_O,
+     "take_slot(cls): cls's mapping slot calls this JitSubscript directly (cls.__getitem__ must be it)."},
+    {NULL, NULL, 0, NULL},
+};
+
+
 static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type) {
   (void)type;
   if (!obj || obj == Py_None) return Py_NewRef(self);
@@ -132,6 +193,7 @@ static PyType_Slot subscript_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_descr_get, subscript_get},
     {Py_tp_members, subscript_members},
+    {Py_tp_methods, subscript_methods},
     {Py_tp_doc, "JitSubscript(stock_getitem, attach)\n--\n\nA JITFunction class's __getitem__ that hands out "
                 "fastlaunch's JitCall."},
     {0, NULL},

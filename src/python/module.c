@@ -259,8 +259,8 @@ static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
 #if PY_VERSION_HEX >= 0x030C0000
     /* Some state is the process's, not the module's: the dict-watch epoch (watch.c), the interned
-     * "__getitem__" the JIT's class slot looks up and torch's shim functions (jit.c), the npu
-     * backend's queue. One interpreter only. */
+     * "__getitem__" the JIT's class slot looks up (jit_subscript.c), torch's shim functions
+     * (jit.c), the npu backend's queue. One interpreter only. */
     {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
