@@ -170,7 +170,12 @@ typedef struct {
   fl_memory memory;     /* where the backend reads pointers: a tensor from elsewhere is refused */
   int device;           /* the plan's device index, or -1 */
   bool data_ptr_only;   /* never the tensor door (the benchmark's data_ptr() floor) */
+  uint32_t nptr;        /* pointer arguments: how many, and their positions in the call */
+  uint32_t *ptr_pos;    /* (fl_ext_args_index; NULL: read one at a time) */
 } fl_ext_args;
+
+/* Fills a->nptr and a->ptr_pos (PyMem) from its kinds and argmap. 0, or -1 with MemoryError. */
+int fl_ext_args_index(fl_ext_args *a);
 
 /* Whether the plan reads a tensor living at (where, index): any memory, or its kind on its device. */
 static inline int fl_ext_memory_takes(const fl_ext_args *spec, int where, int index) {
@@ -200,6 +205,12 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_ar
   const fl_kind *kinds = spec->kinds;
   const fl_memory memory = spec->memory;
   const int device = spec->device;
+  /* The pointer arguments in one call through the door, up to the first it does not take (that one
+   * and those after it go one at a time below). */
+  uint64_t ptrs[FL_EXT_STACK_VALUES];
+  size_t got = 0, j = 0;
+  if (door && spec->ptr_pos && spec->nptr <= FL_EXT_STACK_VALUES)
+    got = door->unpack_ptrs(args, spec->ptr_pos, spec->nptr, (int)memory, device, ptrs, NULL);
   for (size_t i = 0; i < nargs; i++) {
     size_t k = i;
     if (argmap) {
@@ -212,6 +223,12 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_ar
      * non-negative int of up to 63 bits for a non-pointer kind); everything else, errors included,
      * the full way. */
     if (kind == FL_KIND_PTR) {
+      if (j < got) {
+        values[k].type = FL_VALUE_PTR;
+        values[k].v.p = ptrs[j++];
+        continue;
+      }
+      j++;
       uint64_t p;
       int where, index;
       if (door && door->unpack(obj, &p, &where, &index) && /* 0 for anything but a tensor */

@@ -98,6 +98,11 @@ static inline int int_words(PyObject *v, uint64_t w[1], fl_value *x) {
 
 /* A tensor's key word (dtype, 16-byte alignment), its pointer and where it lives, through the
  * tensor door; 0 for anything the door does not take (not a tensor, or no door). */
+/* A tensor's key word: its dtype and whether its pointer is 16-byte aligned. */
+static inline uint64_t tensor_word(uint64_t p, int dtype) {
+  return K_TENSOR | (uint64_t)(unsigned)dtype << 8 | (uint64_t)((p & 15) == 0) << 7;
+}
+
 static inline int tensor_words(fl_ext_state *st, PyObject *v, uint64_t w[1], fl_value *x, int *where, int *index) {
   if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
   uint64_t p;
@@ -105,7 +110,7 @@ static inline int tensor_words(fl_ext_state *st, PyObject *v, uint64_t w[1], fl_
   if (!st->door || !st->door->unpack_typed(v, &p, where, index, &dtype)) return 0;
   x->type = FL_VALUE_PTR;
   x->v.p = p;
-  w[0] = K_TENSOR | (uint64_t)(unsigned)dtype << 8 | (uint64_t)((p & 15) == 0) << 7;
+  w[0] = tensor_word(p, dtype);
   return 1;
 }
 
@@ -182,6 +187,8 @@ typedef struct {
   PyObject *kwnames; /* strong (so no other tuple takes its address), or NULL for none */
   size_t nargs;
   jit_memo_param param[JIT_MAX_PARAMS];
+  uint32_t tensor_src[JIT_MAX_PARAMS]; /* the MEMO_TENSOR parameters' places in args, in order: read */
+  uint32_t ntensor;                    /* through the door at once */
   int16_t opt_src[JIT_MAX_OPTIONS];  /* the options given, in option order: index in args */
   int16_t opt_index[JIT_MAX_OPTIONS];
   Py_ssize_t nopts;

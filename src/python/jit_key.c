@@ -152,6 +152,7 @@ void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t n
   if (m->entry == e && m->nargs == nargs && same_names(kwnames, m->kwnames)) return;
   if (!e->param_abi) return;
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
+  m->ntensor = 0;
   for (Py_ssize_t i = 0; i < np; i++) {
     PyObject *v = b->vals[i];
     m->param[i].src = b->src[i];
@@ -160,6 +161,7 @@ void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t n
                        : PyLong_CheckExact(v)                     ? MEMO_INT
                        : v == Py_None || PyBool_Check(v) || PyFloat_CheckExact(v) ? MEMO_OTHER
                                                                   : MEMO_TENSOR;
+    if (m->param[i].kind == MEMO_TENSOR && b->src[i] >= 0) m->tensor_src[m->ntensor++] = (uint32_t)b->src[i];
   }
   for (Py_ssize_t o = 0; o < b->nopts; o++) {
     m->opt_src[o] = b->opt_src[o];
@@ -192,6 +194,12 @@ int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyOb
   if (!same_words(&key, end, w, 1)) return 1;
   const fl_ext_args *spec = &e->plan->args;
   fl_ext_state *st = self->state;
+  /* The tensors the last call had, at once (those the door does not take, one at a time below). */
+  uint64_t tp[JIT_MAX_PARAMS];
+  int tdt[JIT_MAX_PARAMS];
+  uint32_t tgot = 0, tj = 0;
+  if (m->ntensor && st->door) /* (a door not loaded yet: tensor_words loads it below) */
+    tgot = (uint32_t)st->door->unpack_ptrs(args, m->tensor_src, m->ntensor, (int)spec->memory, spec->device, tp, tdt);
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
   for (Py_ssize_t i = 0; i < np; i++) {
     const jit_memo_param *mp = &m->param[i];
@@ -205,7 +213,17 @@ int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyOb
       case MEMO_CONST:
         if (!same_words(&key, end, w, const_words(v, w))) return 1;
         continue;
-      case MEMO_TENSOR: ok = tensor_words(st, v, w, &x, &where, &index); break;
+      case MEMO_TENSOR:
+        if (mp->src >= 0 && tj < tgot) { /* read above, where the plan reads memory */
+          x = (fl_value){.type = FL_VALUE_PTR, .v.p = tp[tj]};
+          w[0] = tensor_word(tp[tj], tdt[tj]);
+          tj++;
+          ok = 1;
+          break;
+        }
+        tj += mp->src >= 0;
+        ok = tensor_words(st, v, w, &x, &where, &index);
+        break;
       case MEMO_INT: ok = PyLong_CheckExact(v) && int_words(v, w, &x); break;
       default: ok = 0;
     }

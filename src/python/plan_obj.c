@@ -92,6 +92,21 @@ static int parse_ignore(PyObject *obj, fl_ext_args *a) {
   return 0;
 }
 
+int fl_ext_args_index(fl_ext_args *a) {
+  uint32_t n = 0;
+  for (size_t i = 0; i < a->ncall; i++)
+    if ((!a->argmap || a->argmap[i] >= 0) && a->kinds[a->argmap ? (size_t)a->argmap[i] : i] == FL_KIND_PTR) n++;
+  PyMem_Free(a->ptr_pos);
+  a->ptr_pos = NULL;
+  a->nptr = 0;
+  if (n == 0) return 0;
+  if (!(a->ptr_pos = PyMem_Malloc(n * sizeof *a->ptr_pos))) return PyErr_NoMemory(), -1;
+  for (size_t i = 0; i < a->ncall; i++)
+    if ((!a->argmap || a->argmap[i] >= 0) && a->kinds[a->argmap ? (size_t)a->argmap[i] : i] == FL_KIND_PTR)
+      a->ptr_pos[a->nptr++] = (uint32_t)i;
+  return 0;
+}
+
 /* runtime_arg_count=, when given, must be the kinds the fixed args leave. */
 static int check_runtime_count(PyObject *runtime_obj, size_t nfixed, size_t nkinds) {
   if (runtime_obj == Py_None) return 0;
@@ -242,6 +257,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self = wrap_plan(type, st, plan, owner, names_keep, kinds, &info);
   kinds = NULL; /* the object keeps the parsed array (or freed it) */
   if (self && ignore_obj != Py_None && parse_ignore(ignore_obj, &self->args) < 0) Py_CLEAR(self);
+  if (self && fl_ext_args_index(&self->args) < 0) Py_CLEAR(self);
 error:
   if (lib) fl_host_lib_release(lib);
   PyMem_Free(kinds);
@@ -262,6 +278,7 @@ static void plan_dealloc(PyObject *op) {
   Py_CLEAR(self->arg_names);
   PyMem_Free((void *)self->args.kinds);
   PyMem_Free(self->args.argmap);
+  PyMem_Free(self->args.ptr_pos);
   if (self->plan) fl_plan_release(self->plan);
   tp->tp_free(self);
   Py_DECREF(tp);

@@ -15,6 +15,7 @@ typedef struct {
   fl_ext_state *state;
   size_t n;
   int unpack; /* 0: data_ptr() for every tensor, never the tensor door */
+  fl_ext_args spec; /* the call's arguments as a plan's (identity map, any memory) */
   fl_kind kinds[];
 } FloorObject;
 
@@ -36,8 +37,7 @@ static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, siz
       if (fl_ext_parse_stream(args[nargs + (size_t)k], &stream, &err) < 0) return fl_ext_raise(self->state, &err);
     }
   }
-  fl_ext_args spec = {nargs, nargs, NULL, self->kinds, FL_MEMORY_ANY, -1, !self->unpack};
-  int r = fl_ext_collect(self->state, &spec, args, nargs, values, &err);
+  int r = fl_ext_collect(self->state, &self->spec, args, nargs, values, &err);
   if (r == -2) return NULL;
   if (r < 0) return fl_ext_raise(self->state, &err);
   (void)stream;
@@ -60,6 +60,9 @@ static PyObject *floor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->n = n;
     self->unpack = unpack;
     memcpy(self->kinds, kinds, n * sizeof *kinds);
+    self->spec = (fl_ext_args){.nruntime = n, .ncall = n, .kinds = self->kinds, .memory = FL_MEMORY_ANY,
+                               .device = -1, .data_ptr_only = !unpack};
+    if (fl_ext_args_index(&self->spec) < 0) Py_CLEAR(self);
   }
   PyMem_Free(kinds);
   return (PyObject *)self;
@@ -68,6 +71,7 @@ static PyObject *floor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 static void floor_dealloc(PyObject *op) {
   FloorObject *self = (FloorObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
+  PyMem_Free(self->spec.ptr_pos);
   tp->tp_free(self);
   Py_DECREF(tp);
 }

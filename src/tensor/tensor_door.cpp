@@ -52,12 +52,36 @@ int unpack_typed(PyObject *obj, uint64_t *ptr, int *where, int *index, int *dtyp
   }
 }
 
+size_t unpack_ptrs(PyObject *const *objs, const uint32_t *pos, size_t n, int memory, int device, uint64_t *ptr,
+                   int *dtype) noexcept {
+  size_t j = 0;
+  try {
+    for (; j < n; j++) {
+      PyObject *obj = objs[pos[j]];
+      if (!THPVariable_CheckExact(obj)) break;
+      const at::Tensor &t = THPVariable_Unpack(obj);
+      if (!t.defined()) break;
+      const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
+      if (!(impl->key_set() & refused_keys).empty()) break;
+      c10::Device dev = impl->device();
+      if (dev.type() == c10::DeviceType::Meta) break;
+      if (memory != 0 && (where_of(dev.type()) != memory || (device >= 0 && (!dev.has_index() || dev.index() != device))))
+        break;
+      ptr[j] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->data()));
+      if (dtype) dtype[j] = static_cast<int>(impl->dtype().toScalarType());
+    }
+  } catch (...) {
+    // whatever torch refused: the caller reads this one (and the rest) one at a time
+  }
+  return j;
+}
+
 int unpack(PyObject *obj, uint64_t *ptr, int *where, int *index) noexcept {
   int dtype;
   return unpack_typed(obj, ptr, where, index, &dtype);
 }
 
-const fl_tensor_door door = {FL_TENSOR_DOOR_VERSION, FL_TORCH_VERSION, unpack, unpack_typed};
+const fl_tensor_door door = {FL_TENSOR_DOOR_VERSION, FL_TORCH_VERSION, unpack, unpack_typed, unpack_ptrs};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fastlaunch._tensor",
                           "torch's tensor object for fastlaunch's C extension (a capsule: door)", -1,

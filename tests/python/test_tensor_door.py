@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import fastlaunch  # noqa: E402
-from fastlaunch import FastLaunchError, _C  # noqa: E402
+from fastlaunch import FastLaunchError, Plan, _C  # noqa: E402
 
 
 def door_or_skip():
@@ -141,3 +141,40 @@ def test_report_before_import_torch_says_what_launches_will_get():
     door_or_skip()
     out = run_child("import sys, fastlaunch\nfastlaunch.report()\nassert 'torch' in sys.modules")
     assert f"tensor arguments: read from torch's C++ tensor (fastlaunch._tensor): torch {torch.__version__}" in out
+
+
+def test_a_plans_tensors_are_read_at_once_up_to_the_first_the_door_declines(kernels):
+    """A plan's pointer arguments go through the door in one call; where it declines one (a
+    subclass), that one and those after it are read one at a time: every pointer reaches the
+    kernel, views at their offsets, and one that cannot be read is refused before anything is
+    submitted."""
+    door_or_skip()
+    from fastlaunch import host
+
+    class Sub(torch.Tensor):
+        pass
+
+    n = 96
+    x = torch.arange(n + 5, dtype=torch.float32)[5:]  # a view: its pointer is past its storage's start
+    y = torch.arange(n, dtype=torch.float32) * 2 + 0.5
+    plan = Plan(kernels["vadd"], ["ptr", "ptr", "ptr", "i32", "i32"], fixed_args=[16],
+                grid_exprs=["-((n) // -(B))", "1", "1"], arg_names=["x", "y", "out", "n", "B"], name="vadd")
+    s = host.Stream()
+    try:
+        for ys, outs in ((y, torch.zeros(n)), (torch.Tensor._make_subclass(Sub, y), torch.zeros(n)),
+                         (y, torch.nn.Parameter(torch.zeros(n), requires_grad=False))):
+            plan(x, ys, outs, n, stream=s.handle)
+            s.synchronize()
+            assert outs.tolist() == (x + y).tolist()
+        count = s.count
+
+        class Refusing(torch.Tensor):
+            def data_ptr(self):
+                raise RuntimeError("no pointer here")
+
+        with pytest.raises(FastLaunchError) as e:  # declined by the door, then refused by data_ptr()
+            plan(x, torch.Tensor._make_subclass(Refusing, y), torch.zeros(n), n, stream=s.handle)
+        assert e.value.reason.startswith("ptr_extract_failed:1") and not e.value.backend_submitted
+        assert s.count == count
+    finally:
+        s.close()
