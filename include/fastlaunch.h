@@ -359,6 +359,17 @@ FL_EXTERN fl_status fl_plan_template(const fl_plan *plan, void *dst, size_t size
 FL_EXTERN fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, size_t nargs,
                               const int64_t *grid, fl_error *err);
 
+/* The same launch from one 64-bit word per runtime argument, read as the argument's kind says: a
+ * pointer kind's address, or an int kind's value as a two's complement int64. Plans whose runtime
+ * arguments are all pointers and signed 32- or 64-bit ints take it (fl_plan_takes_words); any other
+ * answers FL_UNSUPPORTED "words_unsupported" (stable). Checks, refusals (an int outside a 32-bit
+ * slot: "int_out_of_range:<i>:<kind>") and the submit are fl_launch's: the two forms launch the same
+ * bytes for the same arguments. A binding that has already read every argument into a word (the
+ * extension's entry) saves the values' tags this way. */
+FL_EXTERN bool fl_plan_takes_words(const fl_plan *plan);
+FL_EXTERN fl_status fl_launch_words(const fl_plan *plan, uint64_t stream, const uint64_t *words, size_t nwords,
+                                    const int64_t *grid, fl_error *err);
+
 /* Computes the grid a launch would use (static, program or caller grid), validated against the
  * backend's limits, without launching. */
 FL_EXTERN fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *args, size_t nargs,

@@ -184,6 +184,11 @@ struct fl_plan {
   size_t nruntime;
   fl_kind *kinds;     /* nargs */
   unsigned char *fast;/* nruntime: how a launch writes each runtime argument inline (FL__FAST_*) */
+  bool words;         /* every runtime argument has a fast row: fl_launch_words takes the plan */
+  /* A words plan's slots (nruntime): first the n_words8 whose word is copied whole (pointers,
+   * 64-bit ints), then the 32-bit ints, each its buffer offset and its word's index. */
+  struct fl__word_slot { uint32_t offset, index; } *word_slots;
+  size_t n_words8;
   size_t *offsets;    /* nargs */
   fl_layout layout;
   unsigned char *tmpl;/* layout.size bytes */

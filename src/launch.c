@@ -33,28 +33,57 @@ static inline fl_status pack_runtime(const fl_plan *plan, unsigned char *buf, co
   return FL_OK;
 }
 
-fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, size_t nargs, const int64_t *grid,
-                    fl_error *err) {
-  fl_error local;
-  if (!err) err = &local;
-  if (FL__UNLIKELY(!plan)) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
-  if (FL__UNLIKELY(nargs != plan->nruntime))
-    return fl__fail(err, FL_BAD_ARG_COUNT, true, "args_size_mismatch:%zu:%zu", nargs, plan->nruntime);
-  if (FL__UNLIKELY(nargs && !args)) return fl__fail(err, FL_BAD_VALUE, false, "args_null");
+/* The words' form (fl_launch_words): one 64-bit word per runtime argument, its meaning the kind's
+ * (plan->words: every runtime argument has a fast row). Only an int outside a 32-bit slot's range
+ * takes fl_pack_value, for its refusal in the same words as fl_launch's. */
+static inline fl_status pack_words(const fl_plan *plan, unsigned char *buf, const uint64_t *words, fl_error *err) {
+  const struct fl__word_slot *slot = plan->word_slots;
+  const size_t n8 = plan->n_words8, n = plan->nruntime;
+  size_t j = 0;
+  for (; j < n8; j++) memcpy(buf + slot[j].offset, &words[slot[j].index], 8);
+  for (; j < n; j++) {
+    const int64_t x = (int64_t)words[slot[j].index];
+    if (FL__UNLIKELY(x < INT32_MIN || x > INT32_MAX)) {
+      const size_t i = slot[j].index;
+      const fl_value v = fl_int(x);
+      return fl_pack_value(plan->target.abi, plan->kinds[i], &v, buf + slot[j].offset, i, err);
+    }
+    const int32_t x32 = (int32_t)x;
+    memcpy(buf + slot[j].offset, &x32, 4);
+  }
+  return FL_OK;
+}
 
-  const size_t size = plan->layout.size;
-  _Alignas(16) unsigned char stack_args[FL__STACK_ARGS_SIZE];
-  unsigned char *buf = size <= sizeof stack_args ? stack_args : large_args;
-  if (size <= FL__SMALL_ARGS)
-    memcpy(buf, plan->tmpl, FL__SMALL_ARGS); /* a constant size: a few moves, no call */
-  else
-    memcpy(buf, plan->tmpl, size);
-  fl_status st = pack_runtime(plan, buf, args, err);
-  if (FL__UNLIKELY(st != FL_OK)) return st;
+/* The grid of a words launch: the inline forms read their argument from its word; the rest go
+ * through the values the words stand for (the arguments the programs may read, no more). */
+static FL__NOINLINE fl_status words_grid_resolve(const fl_plan *plan, const uint64_t *words, const int64_t *grid,
+                                                 uint32_t g[3], fl_error *err) {
+  const size_t n = plan->grid_nvars < plan->nruntime ? plan->grid_nvars : plan->nruntime;
+  fl_value values[n ? n : 1];
+  for (size_t i = 0; i < n; i++)
+    values[i] = plan->fast[i] == FL__FAST_PTR ? fl_ptr((const void *)(uintptr_t)words[i]) : fl_int((int64_t)words[i]);
+  return fl__launch_grid(plan, values, grid, g, err);
+}
 
-  uint32_t g[3];
-  st = fl__launch_grid(plan, args, grid, g, err);
-  if (FL__UNLIKELY(st != FL_OK)) return st;
+static inline fl_status words_grid(const fl_plan *plan, const uint64_t *words, const int64_t *grid, uint32_t g[3],
+                                   fl_error *err) {
+  if (FL__LIKELY(plan->grid_mode == FL_GRID_STATIC && grid == NULL)) {
+    g[0] = plan->static_grid[0];
+    g[1] = plan->static_grid[1];
+    g[2] = plan->static_grid[2];
+    return FL_OK;
+  }
+  const uint32_t var = plan->grid_dim[0].var;
+  if (plan->grid_1d && grid == NULL && plan->fast[var] != FL__FAST_PTR &&
+      fl__plan_grid_one_dim_of(plan, (int64_t)words[var], g))
+    return FL_OK;
+  if (plan->grid_mode == FL_GRID_CALLER && grid != NULL && fl__grid_fits(plan, grid, g)) return FL_OK;
+  return words_grid_resolve(plan, words, grid, g, err);
+}
+
+/* What both forms share once the arguments are in the buffer and the grid is known. */
+static inline fl_status submit_packed(const fl_plan *plan, uint64_t stream, unsigned char *buf, const uint32_t g[3],
+                                      fl_error *err) {
   /* A grid with a zero dimension runs no program: like Triton's launchers, launch nothing. */
   if (FL__UNLIKELY(g[0] == 0 || g[1] == 0 || g[2] == 0)) {
     fl__ok(err);
@@ -63,4 +92,51 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   if (plan->layout.grid[0] >= 0 && plan->grid_mode != FL_GRID_STATIC) fl__plan_write_grid(plan, buf, g);
   /* The submit boundary: from here on only the backend can fail, and says whether it submitted. */
   return plan->base->submit(plan->base, plan, stream, buf, g, err);
+}
+
+/* The buffer of a launch, the template copied in. */
+#define FL__LAUNCH_BUFFER(plan, buf)                                                                  \
+  _Alignas(16) unsigned char stack_args[FL__STACK_ARGS_SIZE];                                          \
+  const size_t size = (plan)->layout.size;                                                             \
+  unsigned char *buf = size <= sizeof stack_args ? stack_args : large_args;                            \
+  if (size <= FL__SMALL_ARGS)                                                                          \
+    memcpy(buf, (plan)->tmpl, FL__SMALL_ARGS); /* a constant size: a few moves, no call */              \
+  else                                                                                                 \
+    memcpy(buf, (plan)->tmpl, size)
+
+fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, size_t nargs, const int64_t *grid,
+                    fl_error *err) {
+  fl_error local;
+  if (!err) err = &local;
+  if (FL__UNLIKELY(!plan)) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
+  if (FL__UNLIKELY(nargs != plan->nruntime))
+    return fl__fail(err, FL_BAD_ARG_COUNT, true, "args_size_mismatch:%zu:%zu", nargs, plan->nruntime);
+  if (FL__UNLIKELY(nargs && !args)) return fl__fail(err, FL_BAD_VALUE, false, "args_null");
+  FL__LAUNCH_BUFFER(plan, buf);
+  fl_status st = pack_runtime(plan, buf, args, err);
+  if (FL__UNLIKELY(st != FL_OK)) return st;
+  uint32_t g[3];
+  st = fl__launch_grid(plan, args, grid, g, err);
+  if (FL__UNLIKELY(st != FL_OK)) return st;
+  return submit_packed(plan, stream, buf, g, err);
+}
+
+bool fl_plan_takes_words(const fl_plan *plan) { return plan && plan->words; }
+
+fl_status fl_launch_words(const fl_plan *plan, uint64_t stream, const uint64_t *words, size_t nwords,
+                          const int64_t *grid, fl_error *err) {
+  fl_error local;
+  if (!err) err = &local;
+  if (FL__UNLIKELY(!plan)) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
+  if (FL__UNLIKELY(!plan->words)) return fl__fail(err, FL_UNSUPPORTED, true, "words_unsupported");
+  if (FL__UNLIKELY(nwords != plan->nruntime))
+    return fl__fail(err, FL_BAD_ARG_COUNT, true, "args_size_mismatch:%zu:%zu", nwords, plan->nruntime);
+  if (FL__UNLIKELY(nwords && !words)) return fl__fail(err, FL_BAD_VALUE, false, "args_null");
+  FL__LAUNCH_BUFFER(plan, buf);
+  fl_status st = pack_words(plan, buf, words, err);
+  if (FL__UNLIKELY(st != FL_OK)) return st;
+  uint32_t g[3];
+  st = words_grid(plan, words, grid, g, err);
+  if (FL__UNLIKELY(st != FL_OK)) return st;
+  return submit_packed(plan, stream, buf, g, err);
 }

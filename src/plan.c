@@ -12,6 +12,7 @@ static void plan_free(fl_plan *plan) {
   fl__free(plan->tmpl);
   fl__free(plan->offsets);
   fl__free(plan->fast);
+  fl__free(plan->word_slots);
   fl__free(plan->kinds);
   fl__free(plan->name);
   fl__free(plan);
@@ -78,6 +79,22 @@ static fl_status check_desc(const fl_plan_desc *desc, const fl__backend **be_out
   return FL_OK;
 }
 
+/* A words plan's slots: the whole words first, then the 32-bit ints (fl_launch_words). */
+static fl_status plan_word_slots(fl_plan *plan, fl_error *err) {
+  plan->word_slots = fl__calloc(plan->nruntime ? plan->nruntime : 1, sizeof *plan->word_slots);
+  if (!plan->word_slots) return fl__fail(err, FL_NOMEM, false, "nomem:plan");
+  size_t j = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < plan->nruntime; i++) {
+      if ((plan->fast[i] == FL__FAST_S32) != (pass == 1)) continue;
+      plan->word_slots[j].offset = (uint32_t)plan->offsets[i]; /* below FL__MAX_ARGS_SIZE */
+      plan->word_slots[j++].index = (uint32_t)i;
+    }
+    if (pass == 0) plan->n_words8 = j;
+  }
+  return FL_OK;
+}
+
 /* The plan's name, kinds, layout and each runtime argument's inline packing (from its kind's row). */
 static fl_status plan_arguments(fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
   const size_t n = desc->nkinds ? desc->nkinds : 1;
@@ -89,14 +106,16 @@ static fl_status plan_arguments(fl_plan *plan, const fl_plan_desc *desc, fl_erro
   fl_status st = fl_layout_compute(&desc->target, desc->kinds, desc->nkinds, &plan->layout, plan->offsets, err);
   if (st != FL_OK) return st;
   memcpy(plan->kinds, desc->kinds, desc->nkinds * sizeof *plan->kinds);
+  plan->words = true;
   for (size_t i = 0; i < plan->nruntime; i++) {
     const fl__kind_row *row = &fl__kinds[plan->kinds[i]];
     size_t slot = fl__layout_kind_size(desc->target.abi, plan->kinds[i]);
     bool s32 = row->cls == FL__CLASS_INT && slot == 4 && row->max_pos == INT32_MAX && row->max_neg == 2147483648u;
     bool s64 = row->cls == FL__CLASS_INT && slot == 8 && row->max_pos == INT64_MAX;
     plan->fast[i] = row->cls == FL__CLASS_PTR ? FL__FAST_PTR : s32 ? FL__FAST_S32 : s64 ? FL__FAST_S64 : FL__FAST_NONE;
+    plan->words = plan->words && plan->fast[i] != FL__FAST_NONE;
   }
-  return FL_OK;
+  return plan->words ? plan_word_slots(plan, err) : FL_OK;
 }
 
 fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err) {

@@ -23,13 +23,11 @@ fl_status fl__plan_check_grid(const fl_plan *plan, const int64_t grid[3], uint32
 /* Writes the grid into the npu ABI's int32 grid slots of a packed buffer. */
 void fl__plan_write_grid(const fl_plan *plan, unsigned char *buf, const uint32_t grid[3]);
 
-/* plan->grid_1d: true with the grid in out when x lands within the limits; false, having done
- * nothing, otherwise (fl__plan_grid_resolve then decides, and says why). */
-static inline bool fl__plan_grid_one_dim(const fl_plan *plan, const fl_value *args, uint32_t out[3]) {
+/* plan->grid_1d: true with the grid in out when x (the shape's argument) lands within the limits;
+ * false, having done nothing, otherwise (fl__plan_grid_resolve then decides, and says why). */
+static inline bool fl__plan_grid_one_dim_of(const fl_plan *plan, int64_t x, uint32_t out[3]) {
   const fl__grid_shape *sh = &plan->grid_dim[0];
-  const fl_value *a = &args[sh->var];
-  if (FL__UNLIKELY(a->type != FL_VALUE_INT)) return false;
-  int64_t x = a->v.i, g;
+  int64_t g;
   if (FL__UNLIKELY(x < 0 || x > sh->hi || sh->shift < 0)) return false;
   g = fl__grid_shape_apply(sh, x);
   if (FL__UNLIKELY(g < 1 || g > plan->grid_x_max)) return false;
@@ -37,6 +35,12 @@ static inline bool fl__plan_grid_one_dim(const fl_plan *plan, const fl_value *ar
   out[1] = (uint32_t)plan->grid_dim[1].value;
   out[2] = (uint32_t)plan->grid_dim[2].value;
   return true;
+}
+
+/* The same, x read from the launch's values (an int only). */
+static inline bool fl__plan_grid_one_dim(const fl_plan *plan, const fl_value *args, uint32_t out[3]) {
+  const fl_value *a = &args[plan->grid_dim[0].var];
+  return FL__LIKELY(a->type == FL_VALUE_INT) && fl__plan_grid_one_dim_of(plan, a->v.i, out);
 }
 
 /* True with out filled when every dimension of g lies in [1, the backend's limit] and their product

@@ -130,6 +130,31 @@ static inline int fl_ext_u64_of(PyObject *obj, uint64_t *out) {
   return !neg || *out == 0;
 }
 
+/* An exact int within int64 as its two's complement word: 1 and *w; 0 otherwise. The compact ones
+ * (at most one digit: below 2^30 in magnitude) without a branch on the sign. */
+static inline int fl_ext_int_word(PyObject *obj, uint64_t *w) {
+  if (!PyLong_CheckExact(obj)) return 0;
+  const PyLongObject *v = (const PyLongObject *)obj;
+#if PY_VERSION_HEX >= 0x030C0000
+  uintptr_t tag = v->long_value.lv_tag;
+  if (tag < (2 << 3)) { /* 0 or 1 digit; sign 0 positive, 1 zero, 2 negative (a zero's digit is 0) */
+    *w = (uint64_t)((1 - (int64_t)(tag & 3)) * (int64_t)v->long_value.ob_digit[0]);
+    return 1;
+  }
+#else
+  Py_ssize_t size = Py_SIZE(v);
+  if (size == 1 || size == -1) {
+    *w = (uint64_t)(size * (Py_ssize_t)v->ob_digit[0]);
+    return 1;
+  }
+#endif
+  uint64_t mag;
+  int neg;
+  if (!fl_ext_int_digits(obj, &mag, &neg) || mag > (uint64_t)INT64_MAX + (neg ? 1u : 0u)) return 0;
+  *w = neg ? 0 - mag : mag; /* -2^63 included */
+  return 1;
+}
+
 /* ---- 1. errors.c ---- */
 /* The state of the module that created `type` (the extension's types cannot be subclassed). */
 fl_ext_state *fl_ext_state_from_type(PyTypeObject *type);
@@ -171,11 +196,18 @@ typedef struct {
   int device;           /* the plan's device index, or -1 */
   bool data_ptr_only;   /* never the tensor door (the benchmark's data_ptr() floor) */
   uint32_t nptr;        /* pointer arguments: how many, and their positions in the call */
-  uint32_t *ptr_pos;    /* (fl_ext_args_index; NULL: read one at a time) */
+  uint32_t *ptr_pos;    /* (fl_ext_args_index, one PyMem block with the three below; NULL: none) */
+  uint32_t *ptr_k;      /* each pointer argument's runtime index */
+  uint32_t nint;        /* the other runtime arguments: how many, their positions, their indices */
+  uint32_t *int_pos;
+  uint32_t *int_k;
+  bool words;           /* launches through fl_launch_words when every argument reads as a word */
 } fl_ext_args;
 
-/* Fills a->nptr and a->ptr_pos (PyMem) from its kinds and argmap. 0, or -1 with MemoryError. */
-int fl_ext_args_index(fl_ext_args *a);
+/* Fills a->nptr, ptr_pos, ptr_k, nint, int_pos and int_k (one PyMem block at ptr_pos) from its
+ * kinds and argmap. `words`: the plan takes fl_launch_words (a->words is set from it and from what
+ * the extension can read that way). 0, or -1 with MemoryError. */
+int fl_ext_args_index(fl_ext_args *a, bool words);
 
 /* Whether the plan reads a tensor living at (where, index): any memory, or its kind on its device. */
 static inline int fl_ext_memory_takes(const fl_ext_args *spec, int where, int index) {
@@ -210,7 +242,7 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_ar
   uint64_t ptrs[FL_EXT_STACK_VALUES];
   size_t got = 0, j = 0;
   if (door && spec->ptr_pos && spec->nptr <= FL_EXT_STACK_VALUES)
-    got = door->unpack_ptrs(args, spec->ptr_pos, spec->nptr, (int)memory, device, ptrs, NULL);
+    got = door->unpack_ptrs(args, spec->ptr_pos, spec->nptr, (int)memory, device, ptrs, NULL, NULL);
   for (size_t i = 0; i < nargs; i++) {
     size_t k = i;
     if (argmap) {
@@ -249,6 +281,21 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_ar
     if (r < 0) return r;
   }
   return 0;
+}
+
+/* fl_ext_collect in the words' form (a->words): every pointer argument a tensor the door takes on
+ * the plan's memory and device, every other an exact int within int64. 1 with `words` filled; 0
+ * when any is not, and fl_ext_collect reads them all again the full way (nothing here runs Python
+ * code or changes anything, so reading twice changes nothing). */
+static FL_EXT_ALWAYS_INLINE int fl_ext_collect_words(const fl_tensor_door *door, const fl_ext_args *spec,
+                                                     PyObject *const *args, uint64_t *words) {
+  if (door->unpack_ptrs(args, spec->ptr_pos, spec->nptr, (int)spec->memory, spec->device, words, spec->ptr_k, NULL) !=
+      spec->nptr)
+    return 0;
+  const uint32_t *pos = spec->int_pos, *k = spec->int_k;
+  for (uint32_t j = 0, n = spec->nint; j < n; j++)
+    if (!fl_ext_int_word(args[pos[j]], &words[k[j]])) return 0;
+  return 1;
 }
 
 /* Loads the tensor door if torch is imported and it was not tried yet (once per process). */
@@ -305,6 +352,12 @@ int fl_ext_add_plan_type(PyObject *module, fl_ext_state *st);
  * `err` filled (no Python exception); -2 with a Python exception set. Inline: the entry's path. */
 static FL_EXT_ALWAYS_INLINE int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs, uint64_t stream,
                        const int64_t *grid, fl_error *err) {
+  const fl_tensor_door *door = plan->state->door;
+  if (plan->args.words && door && nargs == plan->args.ncall) {
+    uint64_t words[FL_EXT_STACK_VALUES]; /* a->words holds only for plans of at most this many */
+    if (fl_ext_collect_words(door, &plan->args, args, words))
+      return fl_launch_words(plan->plan, stream, words, plan->args.nruntime, grid, err) == FL_OK ? 0 : -1;
+  }
   fl_value stack_values[FL_EXT_STACK_VALUES];
   fl_value *values = stack_values;
   if (plan->args.nruntime > FL_EXT_STACK_VALUES) {

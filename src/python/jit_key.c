@@ -199,7 +199,7 @@ int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyOb
   int tdt[JIT_MAX_PARAMS];
   uint32_t tgot = 0, tj = 0;
   if (m->ntensor && st->door) /* (a door not loaded yet: tensor_words loads it below) */
-    tgot = (uint32_t)st->door->unpack_ptrs(args, m->tensor_src, m->ntensor, (int)spec->memory, spec->device, tp, tdt);
+    tgot = (uint32_t)st->door->unpack_ptrs(args, m->tensor_src, m->ntensor, (int)spec->memory, spec->device, tp, NULL, tdt);
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
   for (Py_ssize_t i = 0; i < np; i++) {
     const jit_memo_param *mp = &m->param[i];

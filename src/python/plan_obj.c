@@ -92,18 +92,36 @@ static int parse_ignore(PyObject *obj, fl_ext_args *a) {
   return 0;
 }
 
-int fl_ext_args_index(fl_ext_args *a) {
-  uint32_t n = 0;
+int fl_ext_args_index(fl_ext_args *a, bool words) {
+  uint32_t n = 0, nptr = 0;
   for (size_t i = 0; i < a->ncall; i++)
-    if ((!a->argmap || a->argmap[i] >= 0) && a->kinds[a->argmap ? (size_t)a->argmap[i] : i] == FL_KIND_PTR) n++;
+    if (!a->argmap || a->argmap[i] >= 0) {
+      n++;
+      nptr += a->kinds[a->argmap ? (size_t)a->argmap[i] : i] == FL_KIND_PTR;
+    }
   PyMem_Free(a->ptr_pos);
-  a->ptr_pos = NULL;
-  a->nptr = 0;
+  a->ptr_pos = a->ptr_k = a->int_pos = a->int_k = NULL;
+  a->nptr = a->nint = 0;
+  a->words = false;
   if (n == 0) return 0;
-  if (!(a->ptr_pos = PyMem_Malloc(n * sizeof *a->ptr_pos))) return PyErr_NoMemory(), -1;
-  for (size_t i = 0; i < a->ncall; i++)
-    if ((!a->argmap || a->argmap[i] >= 0) && a->kinds[a->argmap ? (size_t)a->argmap[i] : i] == FL_KIND_PTR)
-      a->ptr_pos[a->nptr++] = (uint32_t)i;
+  uint32_t *block = PyMem_Malloc(2 * (size_t)n * sizeof *block);
+  if (!block) return PyErr_NoMemory(), -1;
+  a->ptr_pos = block;
+  a->ptr_k = block + nptr;
+  a->int_pos = block + 2 * nptr;
+  a->int_k = block + n + nptr;
+  for (size_t i = 0; i < a->ncall; i++) {
+    if (a->argmap && a->argmap[i] < 0) continue;
+    uint32_t k = a->argmap ? (uint32_t)a->argmap[i] : (uint32_t)i;
+    if (a->kinds[k] == FL_KIND_PTR) {
+      a->ptr_pos[a->nptr] = (uint32_t)i;
+      a->ptr_k[a->nptr++] = k;
+    } else {
+      a->int_pos[a->nint] = (uint32_t)i;
+      a->int_k[a->nint++] = k;
+    }
+  }
+  a->words = words && !a->data_ptr_only && a->nruntime <= FL_EXT_STACK_VALUES && n == a->nruntime;
   return 0;
 }
 
@@ -257,7 +275,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self = wrap_plan(type, st, plan, owner, names_keep, kinds, &info);
   kinds = NULL; /* the object keeps the parsed array (or freed it) */
   if (self && ignore_obj != Py_None && parse_ignore(ignore_obj, &self->args) < 0) Py_CLEAR(self);
-  if (self && fl_ext_args_index(&self->args) < 0) Py_CLEAR(self);
+  if (self && fl_ext_args_index(&self->args, fl_plan_takes_words(plan)) < 0) Py_CLEAR(self);
 error:
   if (lib) fl_host_lib_release(lib);
   PyMem_Free(kinds);

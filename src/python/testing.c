@@ -37,6 +37,10 @@ static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, siz
       if (fl_ext_parse_stream(args[nargs + (size_t)k], &stream, &err) < 0) return fl_ext_raise(self->state, &err);
     }
   }
+  /* As a launch reads them: in words when every one reads as a word, the full way otherwise. */
+  uint64_t words[FL_EXT_STACK_VALUES];
+  const fl_tensor_door *door = self->state->door;
+  if (self->spec.words && door && fl_ext_collect_words(door, &self->spec, args, words)) Py_RETURN_NONE;
   int r = fl_ext_collect(self->state, &self->spec, args, nargs, values, &err);
   if (r == -2) return NULL;
   if (r < 0) return fl_ext_raise(self->state, &err);
@@ -62,7 +66,11 @@ static PyObject *floor_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     memcpy(self->kinds, kinds, n * sizeof *kinds);
     self->spec = (fl_ext_args){.nruntime = n, .ncall = n, .kinds = self->kinds, .memory = FL_MEMORY_ANY,
                                .device = -1, .data_ptr_only = !unpack};
-    if (fl_ext_args_index(&self->spec) < 0) Py_CLEAR(self);
+    /* In words as a plan of these kinds would be: pointers and signed 32- and 64-bit ints. */
+    bool words = true;
+    for (size_t i = 0; i < n; i++)
+      words = words && (kinds[i] == FL_KIND_PTR || kinds[i] == FL_KIND_I32 || kinds[i] == FL_KIND_I64);
+    if (fl_ext_args_index(&self->spec, words) < 0) Py_CLEAR(self);
   }
   PyMem_Free(kinds);
   return (PyObject *)self;

@@ -52,28 +52,69 @@ int unpack_typed(PyObject *obj, uint64_t *ptr, int *where, int *index, int *dtyp
   }
 }
 
-size_t unpack_ptrs(PyObject *const *objs, const uint32_t *pos, size_t n, int memory, int device, uint64_t *ptr,
-                   int *dtype) noexcept {
+// unpack_ptrs' loop, one copy per form of its outputs (no test of out or dtype per tensor). `want`
+// is the device a tensor must be on: its type (kCPU, kCUDA, PrivateUse1), its index (-1: any);
+// `any`: no device asked for (anything but meta).
+struct Want {
+  bool any;
+  c10::DeviceType type;
+  c10::DeviceIndex index;
+};
+
+// flatten: each copy inlines torch's inline accessors (data() included) as the one loop did
+template <bool kOut, bool kDtype>
+__attribute__((flatten)) size_t read_ptrs(PyObject *const *objs, const uint32_t *pos, size_t n, Want want, uint64_t *ptr, const uint32_t *out,
+                 int *dtype) noexcept {
   size_t j = 0;
+  PyTypeObject *taken = nullptr;  // the last type THPVariable_CheckExact took: one compare per repeat
   try {
     for (; j < n; j++) {
       PyObject *obj = objs[pos[j]];
-      if (!THPVariable_CheckExact(obj)) break;
+      if (Py_TYPE(obj) != taken) {
+        if (!THPVariable_CheckExact(obj)) break;
+        taken = Py_TYPE(obj);
+      }
       const at::Tensor &t = THPVariable_Unpack(obj);
       if (!t.defined()) break;
       const c10::TensorImpl *impl = t.unsafeGetTensorImpl();
       if (!(impl->key_set() & refused_keys).empty()) break;
       c10::Device dev = impl->device();
-      if (dev.type() == c10::DeviceType::Meta) break;
-      if (memory != 0 && (where_of(dev.type()) != memory || (device >= 0 && (!dev.has_index() || dev.index() != device))))
+      if (want.any ? dev.type() == c10::DeviceType::Meta
+                   : dev.type() != want.type || (want.index >= 0 && dev.index() != want.index))
         break;
-      ptr[j] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->data()));
-      if (dtype) dtype[j] = static_cast<int>(impl->dtype().toScalarType());
+      // data() checks for storage itself: a storage-less tensor (sparse, say) throws, caught below.
+      ptr[kOut ? out[j] : j] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(impl->data()));
+      if (kDtype) dtype[j] = static_cast<int>(impl->dtype().toScalarType());
     }
   } catch (...) {
     // whatever torch refused: the caller reads this one (and the rest) one at a time
   }
   return j;
+}
+
+size_t unpack_ptrs(PyObject *const *objs, const uint32_t *pos, size_t n, int memory, int device, uint64_t *ptr,
+                   const uint32_t *out, int *dtype) noexcept {
+  Want want{memory == 0, c10::DeviceType::CPU, static_cast<c10::DeviceIndex>(device >= 0 && device < 128 ? device : -1)};
+  switch (memory) {
+    case 0:
+      break;
+    case FL_TENSOR_HOST:
+      want.type = c10::DeviceType::CPU;
+      break;
+    case FL_TENSOR_CUDA:
+      want.type = c10::DeviceType::CUDA;
+      break;
+    case FL_TENSOR_NPU:
+      want.type = c10::DeviceType::PrivateUse1;
+      break;
+    default:
+      return 0;  // memory no tensor here lives in (FL_TENSOR_OTHER): each the slow way, refused there
+  }
+  if (device >= 128) return 0;  // no such device index: the slow way says so
+  if (out) return dtype ? read_ptrs<true, true>(objs, pos, n, want, ptr, out, dtype)
+                        : read_ptrs<true, false>(objs, pos, n, want, ptr, out, dtype);
+  return dtype ? read_ptrs<false, true>(objs, pos, n, want, ptr, out, dtype)
+               : read_ptrs<false, false>(objs, pos, n, want, ptr, out, dtype);
 }
 
 int unpack(PyObject *obj, uint64_t *ptr, int *where, int *index) noexcept {

@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-#define FL_TENSOR_DOOR_VERSION 3
+#define FL_TENSOR_DOOR_VERSION 4
 #define FL_TENSOR_DOOR_CAPSULE "fastlaunch._tensor.door"
 
 /* Where a tensor's memory lives: the values of fl_memory (fastlaunch.h), which the backends'
@@ -27,12 +27,12 @@ typedef struct fl_tensor_door {
   /* The same, and *dtype gets the tensor's scalar type (torch's c10::ScalarType, a small int): what
    * Triton's JIT specializes a tensor argument on, with its pointer's alignment. */
   int (*unpack_typed)(PyObject *obj, uint64_t *ptr, int *where, int *index, int *dtype);
-  /* Many at once: ptr[j] = the data pointer of objs[pos[j]], j < n, each a tensor `unpack` takes
-   * that lives in `memory` (FL_TENSOR_*; 0: anywhere) on device `device` (-1: any index), and, when
-   * dtype is not NULL, dtype[j] its scalar type. Returns how many it read: at the first it does not
-   * take, it stops (n: all). Never raises. */
+  /* Many at once: the data pointer of objs[pos[j]], j < n, each a tensor `unpack` takes that lives
+   * in `memory` (FL_TENSOR_*; 0: anywhere) on device `device` (-1: any index), goes to ptr[out[j]]
+   * (ptr[j] when out is NULL), and, when dtype is not NULL, dtype[j] gets its scalar type. Returns
+   * how many it read: at the first it does not take, it stops (n: all). Never raises. */
   size_t (*unpack_ptrs)(PyObject *const *objs, const uint32_t *pos, size_t n, int memory, int device, uint64_t *ptr,
-                        int *dtype);
+                        const uint32_t *out, int *dtype);
 } fl_tensor_door;
 
 #ifdef __cplusplus

@@ -178,3 +178,50 @@ def test_a_plans_tensors_are_read_at_once_up_to_the_first_the_door_declines(kern
         assert s.count == count
     finally:
         s.close()
+
+
+def test_a_launch_read_as_words_or_the_full_way_gives_the_same(kernels):
+    """Pointers and signed ints are read into words in one pass (fl_launch_words); anything that
+    pass does not take (an int subclass, an int past 64 bits, a tensor the door declines) sends the
+    whole call the full way. Either way the kernel sees the same arguments, and an int outside its
+    slot is refused with the same reason, before anything is submitted."""
+    door_or_skip()
+    from fastlaunch import host
+
+    class Sub(torch.Tensor):
+        pass
+
+    class MyInt(int):
+        pass
+
+    n = 40
+    x = torch.arange(n, dtype=torch.float32)
+    y = torch.arange(n, dtype=torch.float32) * 3 - 1
+    plan = Plan(kernels["vadd"], ["ptr", "ptr", "ptr", "i32", "i32"], fixed_args=[16],
+                grid_exprs=["-((n) // -(B))", "1", "1"], arg_names=["x", "y", "out", "n", "B"], name="vadd")
+    s = host.Stream()
+    try:
+        for ys, count in ((y, n), (y, MyInt(n)), (torch.Tensor._make_subclass(Sub, y), n),
+                          (torch.Tensor._make_subclass(Sub, y), MyInt(n))):
+            out = torch.zeros(n)
+            plan(x, ys, out, count, stream=s.handle)
+            s.synchronize()
+            assert out.tolist() == (x + y).tolist(), (type(ys), type(count))
+        before = s.count
+        out = torch.zeros(n)
+        plan(x, y, out, -1, stream=s.handle)  # a zero grid: nothing launched, either way
+        plan(x, y, out, MyInt(-1), stream=s.handle)
+        for bad in (2**31, -(2**31) - 1, -(2**63), 2**63 - 1, 2**63, MyInt(2**31)):
+            for ys in (y, torch.Tensor._make_subclass(Sub, y)):
+                with pytest.raises(FastLaunchError) as e:
+                    plan(x, ys, out, bad, stream=s.handle)
+                assert e.value.reason == "int_out_of_range:3:i32", (bad, type(ys), e.value.reason)
+                assert not e.value.backend_submitted
+        with pytest.raises(FastLaunchError) as e:
+            plan(x, y, out, 2**70, stream=s.handle)  # past 64 bits: the full way refuses it
+        assert not e.value.backend_submitted
+        s.synchronize()
+        assert s.count == before
+        assert out.tolist() == [0.0] * n
+    finally:
+        s.close()
