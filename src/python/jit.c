@@ -334,7 +334,8 @@ static int call_grid(const jit_entry *e, PyObject *const *pv, PyObject *grid, in
 /* Launches a call the memo matched: 0 with *res (the result, or NULL with an exception); 1 when
  * the grid is a callable to call, which the full path does (nothing was run). */
 static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
-                       int32_t device, PyObject *const *pv, const fl_value *values, PyObject **res) {
+                       int32_t device, PyObject *const *pv, const fl_value *values, const uint64_t *words,
+                       PyObject **res) {
   PyObject *grid = kw->grid;
   const jit_entry *e = self->memo.entry;
   uint64_t gen = self->gen, stream;
@@ -346,7 +347,8 @@ static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_
   if (FL_EXT_UNLIKELY(gen != self->gen)) return *res = STOCK("table_changed", NULL), 0; /* a global's __eq__ */
   if (r < 0) return *res = STOCK("grid_unreadable", NULL), 0;
   PyObject *kernel = Py_NewRef(e->kernel);
-  if (fl_launch(e->plan->plan, stream, values, e->nabi, g, &err) == FL_OK) {
+  if ((words ? fl_launch_words(e->plan->plan, stream, words, e->nabi, g, &err)
+             : fl_launch(e->plan->plan, stream, values, e->nabi, g, &err)) == FL_OK) {
     self->fast++;
     self->memo_fast++;
     return *res = kernel, 0;
@@ -424,9 +426,11 @@ static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args
   if (kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
     PyObject *pv[JIT_MAX_PARAMS];
     fl_value values[JIT_MAX_PARAMS];
+    uint64_t words_at[JIT_MAX_PARAMS], *words = NULL; /* in words when the plan takes them */
+    if (self->memo.entry && self->memo.entry->plan->args.words) words = words_at;
     PyObject *res;
-    if (fl_jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values) == 0 &&
-        memo_launch(self, kw, args, nargs, kwnames, device, pv, values, &res) == 0)
+    if (fl_jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values, words) == 0 &&
+        memo_launch(self, kw, args, nargs, kwnames, device, pv, values, words, &res) == 0)
       return res;
   }
   return full_dispatch(self, kw, args, nargs, kwnames, device);

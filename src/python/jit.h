@@ -271,7 +271,7 @@ int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, j
 void fl_jit_memo_clear(JitObject *self);
 void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t nargs, PyObject *kwnames);
 int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,
-                      PyObject **pv, fl_value *values);
+                      PyObject **pv, fl_value *values, uint64_t *words);
 int fl_jit_memo_entry(jit_entry *e, Py_ssize_t nparams, const uint8_t *param_const);
 /* jit.c */
 PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);

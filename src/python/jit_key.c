@@ -180,10 +180,11 @@ static inline int same_words(const uint64_t **key, const uint64_t *end, const ui
   return 1;
 }
 
-/* 0: the call is the memo entry's (its values in the entry's argument order in `values`, each
- * parameter's object in pv, borrowed); 1: the full path decides. */
+/* 0: the call is the memo entry's (its values in the entry's argument order in `values`, or in
+ * `words` when not NULL (the entry's plan takes words), each parameter's object in pv, borrowed);
+ * 1: the full path decides. */
 int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,
-                      PyObject **pv, fl_value *values) {
+                      PyObject **pv, fl_value *values, uint64_t *words) {
   jit_memo *m = &self->memo;
   const jit_entry *e = m->entry;
   if (!e || nargs != m->nargs || !same_names(kwnames, m->kwnames)) return 1;
@@ -231,7 +232,13 @@ int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyOb
     if (key == end || *key++ != w[0]) return 1;
     if (mp->abi < 0) continue;
     if (where && !fl_ext_memory_takes(spec, where, index)) return 1; /* the full path says why */
-    values[mp->abi] = x;
+    if (!words) {
+      values[mp->abi] = x;
+    } else if (x.type == FL_VALUE_PTR || x.type == FL_VALUE_INT) {
+      words[mp->abi] = x.v.u; /* the address, or the int's two's complement */
+    } else {
+      return 1; /* a value no word says (an int past int64): the full path, with fl_launch */
+    }
   }
   for (Py_ssize_t o = 0; o < m->nopts; o++) {
     w[0] = K_OPTION | (uint64_t)m->opt_index[o] << 8;
