@@ -145,10 +145,9 @@ static int current_stream(JitObject *self, int32_t device, uint64_t *stream) {
 /* An int variable of a grid program: 0, or 1 when the value is not an int that fits. */
 static int grid_var(PyObject *v, int64_t *out) {
   if (!v || !PyLong_Check(v)) return 1;
-  uint64_t mag;
-  int neg;
-  if (PyLong_CheckExact(v) && fl_ext_int_digits(v, &mag, &neg) && mag <= (uint64_t)INT64_MAX) {
-    *out = neg ? -(int64_t)mag : (int64_t)mag;
+  uint64_t w;
+  if (fl_ext_int_word(v, &w)) { /* an exact int within int64 */
+    *out = (int64_t)w;
     return 0;
   }
   int overflow = 0;

@@ -76,9 +76,36 @@ static PyObject *str_getitem;
  * __getitem__ is found as CPython's own slot function finds it, and a JitSubscript (recognised by
  * its descriptor function) is called directly, without the method-call machinery in between.
  * Anything else found there is called as CPython would call it. */
+/* Whether tp's version tag stands for its attributes as they are: any change to tp or a base since
+ * the tag was given invalidates it (3.12+: a tag of 0; before: a flag), and tags are not reused. */
+static inline int tag_valid(PyTypeObject *tp) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return tp->tp_version_tag != 0;
+#else
+  return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG);
+#endif
+}
+
+/* The last class looked up and what __getitem__ was for it, under its version tag (borrowed: held
+ * by a dict of its MRO for as long as the tag holds). */
+static PyTypeObject *seen_type;
+static unsigned int seen_tag;
+static PyObject *seen_getitem;
+
 static PyObject *subscript_slot(PyObject *kernel, PyObject *grid) {
   PyTypeObject *tp = Py_TYPE(kernel);
-  PyObject *getitem = _PyType_Lookup(tp, str_getitem); /* borrowed */
+  PyObject *getitem;
+  if (tp == seen_type && tp->tp_version_tag == seen_tag && tag_valid(tp)) {
+    getitem = seen_getitem;
+  } else {
+    getitem = _PyType_Lookup(tp, str_getitem); /* borrowed */
+    seen_type = NULL;
+    if (getitem && tag_valid(tp)) {
+      seen_type = tp;
+      seen_tag = tp->tp_version_tag;
+      seen_getitem = getitem;
+    }
+  }
   PyObject *args[2] = {kernel, grid};
   if (!getitem)
     return PyErr_Format(PyExc_TypeError, "'%.200s' object is not subscriptable", tp->tp_name);

@@ -146,8 +146,16 @@ def test_jit_subscript_takes_the_class_slot_and_gives_it_back():
     d = Derived()
     assert d[6] == ("stock", 6) and attached == [k, d]
     assert Own()[7] == ("own", 7) and len(attached) == 2
+    # The slot remembers its last lookup under the class's version tag: a change to the class or a
+    # base is seen at the next subscript.
+    K.unrelated = 1
+    assert d[9] == ("stock", 9) and len(attached) == 3
+    Derived.__getitem__ = lambda self, g: ("new", g)
+    assert d[10] == ("new", 10) and len(attached) == 3
+    del Derived.__getitem__
+    assert d[11] == ("stock", 11) and len(attached) == 4
     K.__getitem__ = stock
-    assert k[8] == ("stock", 8) and len(attached) == 2  # the JitSubscript is out of the way
+    assert k[8] == ("stock", 8) and len(attached) == 4  # the JitSubscript is out of the way
     assert sub.take_slot(K) is False  # not K's __getitem__ any more
     assert sub.take_slot(int) is False
     with pytest.raises(TypeError, match="take_slot: expected a class"):
