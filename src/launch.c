@@ -62,17 +62,12 @@ static FL__NOINLINE fl_status words_grid_resolve(const fl_plan *plan, const uint
   fl_value values[n ? n : 1];
   for (size_t i = 0; i < n; i++)
     values[i] = plan->fast[i] == FL__FAST_PTR ? fl_ptr((const void *)(uintptr_t)words[i]) : fl_int((int64_t)words[i]);
-  return fl__launch_grid(plan, values, grid, g, err);
+  return fl__plan_grid_resolve(plan, values, grid, g, err);
 }
 
 static inline fl_status words_grid(const fl_plan *plan, const uint64_t *words, const int64_t *grid, uint32_t g[3],
                                    fl_error *err) {
-  if (FL__LIKELY(plan->grid_mode == FL_GRID_STATIC && grid == NULL)) {
-    g[0] = plan->static_grid[0];
-    g[1] = plan->static_grid[1];
-    g[2] = plan->static_grid[2];
-    return FL_OK;
-  }
+  if (fl__plan_grid_static(plan, grid, g)) return FL_OK;
   const uint32_t var = plan->grid_dim[0].var;
   if (plan->grid_1d && grid == NULL && plan->fast[var] != FL__FAST_PTR &&
       fl__plan_grid_one_dim_of(plan, (int64_t)words[var], g))
