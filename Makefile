@@ -7,6 +7,8 @@ BUILD := build/release
 ASAN := build/sanitize
 # torch 2.15.0 from PyPI (a CUDA build; it runs on the CPU here); triton compiles kernels for a GPU
 # target without a GPU; liger-kernel's kernels are the public project the JIT fidelity test calls.
+# --no-cache-dir: the wheels (several GB) are not kept a second time in pip's cache; a CI machine's
+# disk is not always large.
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
@@ -16,8 +18,8 @@ all: $(VENV)/.installed
 
 $(VENV)/.deps:
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --upgrade pip
-	PIP_CONFIG_FILE=/dev/null $(VPY) -m pip install --quiet $(PY_DEPS)
+	$(VPY) -m pip install --quiet --no-cache-dir --upgrade pip
+	PIP_CONFIG_FILE=/dev/null $(VPY) -m pip install --quiet --no-cache-dir $(PY_DEPS)
 	touch $@
 
 $(BUILD)/build.ninja: $(VENV)/.deps

@@ -425,7 +425,7 @@ static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args
   if (kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
     PyObject *pv[JIT_MAX_PARAMS];
     fl_value values[JIT_MAX_PARAMS];
-    uint64_t words_at[JIT_MAX_PARAMS], *words = NULL; /* in words when the plan takes them */
+    uint64_t words_at[JIT_MAX_PARAMS + 1], *words = NULL; /* in words when the plan takes them */
     if (self->memo.entry && self->memo.entry->plan->args.words) words = words_at;
     PyObject *res;
     if (fl_jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values, words) == 0 &&

@@ -78,31 +78,38 @@ static inline int const_words(PyObject *v, uint64_t w[2]) {
   return 2;
 }
 
-/* An exact int's key word (Triton's width class i32/i64/u64, == 1, % 16 == 0) and launch value;
- * 0 past what Triton takes (it raises its own error). */
+/* The key word of an int within int64: Triton's width class (i32 for -2^31 <= v < 2^31, else i64),
+ * == 1, % 16 == 0 (two's complement keeps the low bits of a negative multiple of 16 zero). */
+static inline uint64_t int_key(int64_t v) {
+  uint64_t wide = (uint64_t)v + 0x80000000ull >= 0x100000000ull;
+  return K_INT | wide << 8 | (uint64_t)(v == 1) << 12 | (uint64_t)(((uint64_t)v & 15) == 0) << 13;
+}
+
+/* An exact int's key word (width class i32/i64/u64, == 1, % 16 == 0) and launch value; 0 past
+ * what Triton takes (it raises its own error). */
 static inline int int_words(PyObject *v, uint64_t w[1], fl_value *x) {
-  uint64_t mag, cls; /* cls: i32, i64, u64 */
+  uint64_t mag;
   int neg;
   if (!fl_ext_int_digits(v, &mag, &neg)) return 0;
-  if (neg) {
-    if (mag > (uint64_t)INT64_MAX + 1) return 0;
-    cls = mag <= 0x80000000ull ? 0 : 1;
-    *x = fl_int(mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag);
-  } else {
-    cls = mag < 0x80000000ull ? 0 : mag <= (uint64_t)INT64_MAX ? 1 : 2;
-    *x = cls == 2 ? fl_uint(mag) : fl_int((int64_t)mag);
+  if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX) {
+    if (neg) return 0;
+    *x = fl_uint(mag); /* u64: never 1 */
+    w[0] = K_INT | 2ull << 8 | (uint64_t)((mag & 15) == 0) << 13;
+    return 1;
   }
-  w[0] = K_INT | cls << 8 | (uint64_t)(!neg && mag == 1) << 12 | (uint64_t)((mag & 15) == 0) << 13;
+  int64_t s = neg ? (int64_t)(0 - mag) : (int64_t)mag; /* -2^63 included */
+  *x = fl_int(s);
+  w[0] = int_key(s);
   return 1;
 }
 
-/* A tensor's key word (dtype, 16-byte alignment), its pointer and where it lives, through the
- * tensor door; 0 for anything the door does not take (not a tensor, or no door). */
 /* A tensor's key word: its dtype and whether its pointer is 16-byte aligned. */
 static inline uint64_t tensor_word(uint64_t p, int dtype) {
   return K_TENSOR | (uint64_t)(unsigned)dtype << 8 | (uint64_t)((p & 15) == 0) << 7;
 }
 
+/* A tensor's key word, its pointer and where it lives, through the tensor door; 0 for anything the
+ * door does not take (not a tensor, or no door). */
 static inline int tensor_words(fl_ext_state *st, PyObject *v, uint64_t w[1], fl_value *x, int *where, int *index) {
   if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
   uint64_t p;
@@ -173,25 +180,52 @@ typedef struct {
 
 /* The last fast call's form (jit_key.c): while calls come with the same keyword names (the tuple
  * a call site passes, or one of the same str objects) and positional count, each parameter's value is
- * found at a known place, and the call's key is compared word by word with the entry the last call
- * found, its launch values written in the entry's argument order: no binding, hash or table. */
-enum { MEMO_CONST = 0x80, MEMO_TENSOR = K_TENSOR, MEMO_INT = K_INT, MEMO_OTHER = 0 };
+ * found at a known place and its key words at a known offset of the entry the last call found (the
+ * entry's key fixes how many words each value has). A call's values are checked kind by kind in
+ * tight loops (the tensors through the door at once, then the ints, the constexprs and options, the
+ * rest), each against its words of the entry's key, and written in the entry's argument order: no
+ * binding, hash or table. The lists are sized for the kernel's parameters when it is made. */
 typedef struct {
-  int16_t src;  /* its index in args (positional, then keywords), or -1: its default */
-  int16_t abi;  /* its runtime argument in the entry, or -1 */
-  uint8_t kind; /* MEMO_*: a constexpr, or which reading to try first (what the last call's value was) */
-} jit_memo_param;
+  int16_t src;   /* its index in args */
+  uint16_t abi;  /* its runtime argument, or JIT_MAX_PARAMS: none (the int 1, specialized away) */
+  uint16_t koff; /* its key word */
+} jit_memo_int;
+
+typedef struct {
+  PyObject *dflt; /* its default (borrowed from the kernel's defaults), when src < 0 */
+  PyObject *same; /* the last call's object: the same object has the same words (borrowed: in `ref`,
+                   * or an object whose address is in the entry's key, which the entry keeps alive) */
+  PyObject *ref;  /* a strong reference to `same` where it is an exact int or float */
+  int16_t src;
+  uint16_t koff;  /* its first key word (a launch option's value: after the option's word) */
+  uint8_t n;      /* its key words, 1 or 2 */
+} jit_memo_const;
+
+typedef struct {
+  PyObject *dflt;
+  int16_t src;
+  int16_t abi;   /* its runtime argument, or -1 */
+  uint16_t koff;
+} jit_memo_value; /* any other runtime value (None, bool, float, a default, an int past int64) */
+
+typedef struct {
+  PyObject *dflt;
+  int16_t src;
+  int16_t param;
+} jit_memo_grid; /* a parameter the entry's grid program reads */
 
 typedef struct {
   jit_entry *entry;  /* NULL: none */
   PyObject *kwnames; /* strong (so no other tuple takes its address), or NULL for none */
   size_t nargs;
-  jit_memo_param param[JIT_MAX_PARAMS];
-  uint32_t tensor_src[JIT_MAX_PARAMS]; /* the MEMO_TENSOR parameters' places in args, in order: read */
-  uint32_t ntensor;                    /* through the door at once */
-  int16_t opt_src[JIT_MAX_OPTIONS];  /* the options given, in option order: index in args */
-  int16_t opt_index[JIT_MAX_OPTIONS];
-  Py_ssize_t nopts;
+  uint32_t nt, ni, nc, nv, ng;
+  uint32_t *t_src, *t_abi; /* the tensors: their places in args and runtime arguments (the door's */
+  uint16_t *t_koff;        /* pos and out) and key words */
+  jit_memo_int *ints;
+  jit_memo_const *consts;  /* the constexprs, then the launch options given */
+  jit_memo_value *vals;
+  jit_memo_grid grid[JIT_MAX_GRID_VARS];
+  void *block;             /* one allocation holding the lists */
 } jit_memo;
 
 typedef struct {
@@ -268,6 +302,8 @@ static inline jit_entry *table_find(const JitObject *self, const jit_key *k, uin
 
 /* jit_key.c */
 int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, jit_values *vals);
+int fl_jit_memo_init(jit_memo *m, Py_ssize_t nparams);
+void fl_jit_memo_free(jit_memo *m);
 void fl_jit_memo_clear(JitObject *self);
 void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t nargs, PyObject *kwnames);
 int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,

@@ -110,9 +110,33 @@ int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, j
 
 /* ---- the memo ---- */
 
+/* The lists, sized for the kernel's parameters and options. 0, or -1 with MemoryError. */
+int fl_jit_memo_init(jit_memo *m, Py_ssize_t nparams) {
+  size_t np = (size_t)nparams + 1, nc = np + JIT_MAX_OPTIONS;
+  size_t size = nc * sizeof *m->consts + np * (sizeof *m->ints + sizeof *m->vals + 2 * sizeof(uint32_t) + sizeof(uint16_t));
+  char *p = PyMem_Calloc(1, size);
+  if (!p) return PyErr_NoMemory(), -1;
+  m->block = p;
+  m->consts = (jit_memo_const *)p; /* the largest alignment first */
+  m->vals = (jit_memo_value *)(p += nc * sizeof *m->consts);
+  m->t_src = (uint32_t *)(p += np * sizeof *m->vals);
+  m->t_abi = (uint32_t *)(p += np * sizeof(uint32_t));
+  m->ints = (jit_memo_int *)(p += np * sizeof(uint32_t));
+  m->t_koff = (uint16_t *)(p + np * sizeof *m->ints);
+  return 0;
+}
+
+void fl_jit_memo_free(jit_memo *m) {
+  PyMem_Free(m->block);
+  m->block = NULL;
+}
+
 void fl_jit_memo_clear(JitObject *self) {
-  self->memo.entry = NULL;
-  Py_CLEAR(self->memo.kwnames);
+  jit_memo *m = &self->memo;
+  m->entry = NULL;
+  for (uint32_t j = 0; j < m->nc; j++) Py_CLEAR(m->consts[j].ref); /* ints and floats: no code runs */
+  m->nt = m->ni = m->nc = m->nv = m->ng = 0;
+  Py_CLEAR(m->kwnames);
 }
 
 /* An entry's runtime argument per parameter, when each runtime argument is one whole runtime
@@ -145,44 +169,79 @@ static inline int same_names(PyObject *a, PyObject *b) {
   return 1;
 }
 
+/* A constexpr's (or a launch option's) value at key word `off`: 0, or -1 when its words are not
+ * there. */
+static int memo_const(jit_memo *m, const jit_entry *e, size_t off, PyObject *v, int16_t src, PyObject *dflt) {
+  uint64_t w[2];
+  int n = const_words(v, w);
+  if (off + (size_t)n > e->nkey || e->key[off] != w[0] || (n == 2 && e->key[off + 1] != w[1])) return -1;
+  jit_memo_const *c = &m->consts[m->nc++];
+  *c = (jit_memo_const){.dflt = dflt, .same = v, .src = src, .koff = (uint16_t)off, .n = (uint8_t)n};
+  if (PyLong_CheckExact(v) || PyFloat_CheckExact(v)) c->ref = Py_NewRef(v); /* else None, a bool, or kept by e */
+  return 0;
+}
+
+/* Where each parameter's value and key words are, walking the entry's key as the call that found it
+ * made it. 0, or -1 for an entry the memo does not hold (a tensor read by data_ptr(), a tuple). */
+static int memo_layout(JitObject *self, const jit_entry *e, const jit_bound *b) {
+  jit_memo *m = &self->memo;
+  const uint64_t *key = e->key;
+  size_t off = 1; /* the device */
+  for (Py_ssize_t i = 0, np = PyTuple_GET_SIZE(self->param_names); i < np; i++) {
+    int16_t src = b->src[i];
+    PyObject *dflt = src < 0 ? b->vals[i] : NULL, *v = b->vals[i];
+    if (self->param_const[i]) {
+      if (memo_const(m, e, off, v, src, dflt) < 0) return -1;
+      off += m->consts[m->nc - 1].n;
+      continue;
+    }
+    if (off >= e->nkey) return -1;
+    int tag = (int)(key[off] & 0x7f), abi = e->param_abi[i];
+    if (tag == K_TENSOR && src >= 0 && abi >= 0) {
+      m->t_src[m->nt] = (uint32_t)src;
+      m->t_abi[m->nt] = (uint32_t)abi;
+      m->t_koff[m->nt++] = (uint16_t)off;
+    } else if (tag == K_INT && (key[off] >> 8 & 15) < 2 && src >= 0) { /* within int64 */
+      m->ints[m->ni++] = (jit_memo_int){src, (uint16_t)(abi >= 0 ? abi : JIT_MAX_PARAMS), (uint16_t)off};
+    } else if (tag == K_TENSOR || tag == K_INT || tag == K_NONE || tag == K_BOOL || tag == K_FLOAT) {
+      m->vals[m->nv++] = (jit_memo_value){dflt, src, (int16_t)abi, (uint16_t)off};
+    } else {
+      return -1;
+    }
+    off++;
+  }
+  for (Py_ssize_t o = 0; o < b->nopts; o++) {
+    if (off >= e->nkey || key[off] != (K_OPTION | (uint64_t)b->opt_index[o] << 8) ||
+        memo_const(m, e, off + 1, b->opt_vals[o], b->opt_src[o], NULL) < 0)
+      return -1;
+    off += 1 + m->consts[m->nc - 1].n;
+  }
+  for (size_t s = 0; s < e->ngrid_src; s++) {
+    Py_ssize_t i = e->grid_src[s].index;
+    if (e->grid_src[s].kind == SRC_ARG)
+      m->grid[m->ng++] = (jit_memo_grid){b->src[i] < 0 ? b->vals[i] : NULL, b->src[i], (int16_t)i};
+  }
+  return off == e->nkey ? 0 : -1;
+}
+
 /* After a fast call through the full path: its form and entry become the memo. `b` was bound
  * from args (positional, then the keywords' values at args + nargs). */
 void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t nargs, PyObject *kwnames) {
   jit_memo *m = &self->memo;
   if (m->entry == e && m->nargs == nargs && same_names(kwnames, m->kwnames)) return;
-  if (!e->param_abi) return;
-  Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
-  m->ntensor = 0;
-  for (Py_ssize_t i = 0; i < np; i++) {
-    PyObject *v = b->vals[i];
-    m->param[i].src = b->src[i];
-    m->param[i].abi = (int16_t)e->param_abi[i];
-    m->param[i].kind = self->param_const[i]                       ? MEMO_CONST
-                       : PyLong_CheckExact(v)                     ? MEMO_INT
-                       : v == Py_None || PyBool_Check(v) || PyFloat_CheckExact(v) ? MEMO_OTHER
-                                                                  : MEMO_TENSOR;
-    if (m->param[i].kind == MEMO_TENSOR && b->src[i] >= 0) m->tensor_src[m->ntensor++] = (uint32_t)b->src[i];
+  fl_jit_memo_clear(self);
+  if (!e->param_abi || memo_layout(self, e, b) < 0) {
+    fl_jit_memo_clear(self);
+    return;
   }
-  for (Py_ssize_t o = 0; o < b->nopts; o++) {
-    m->opt_src[o] = b->opt_src[o];
-    m->opt_index[o] = (int16_t)b->opt_index[o];
-  }
-  m->nopts = b->nopts;
-  Py_XSETREF(m->kwnames, Py_XNewRef(kwnames)); /* a tuple of str: freeing one runs no code */
+  m->kwnames = Py_XNewRef(kwnames); /* a tuple of str: freeing one runs no code */
   m->nargs = nargs;
   m->entry = e;
 }
 
-static inline int same_words(const uint64_t **key, const uint64_t *end, const uint64_t *w, int n) {
-  const uint64_t *k = *key;
-  if (end - k < n || k[0] != w[0] || (n == 2 && k[1] != w[1])) return 0;
-  *key = k + n;
-  return 1;
-}
-
-/* 0: the call is the memo entry's (its values in the entry's argument order in `values`, or in
- * `words` when not NULL (the entry's plan takes words), each parameter's object in pv, borrowed);
- * 1: the full path decides. */
+/* 0: the call is the memo entry's (its values in the entry's argument order in `words` when not
+ * NULL (the entry's plan takes words; JIT_MAX_PARAMS + 1 of them), else in `values`; the objects
+ * of the parameters the grid program reads in pv, borrowed); 1: the full path decides. */
 int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,
                       PyObject **pv, fl_value *values, uint64_t *words) {
   jit_memo *m = &self->memo;
@@ -190,59 +249,55 @@ int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyOb
   if (!e || nargs != m->nargs || !same_names(kwnames, m->kwnames)) return 1;
   if (FL_EXT_UNLIKELY(kwnames != m->kwnames)) /* the newer tuple: a call site's is then the same next time */
     Py_SETREF(m->kwnames, Py_NewRef(kwnames));
-  const uint64_t *key = e->key, *end = key + e->nkey;
-  uint64_t w[2] = {K_DEVICE | (uint64_t)(uint32_t)device << 8, 0};
-  if (!same_words(&key, end, w, 1)) return 1;
+  const uint64_t *key = e->key;
+  if (key[0] != (K_DEVICE | (uint64_t)(uint32_t)device << 8)) return 1;
   const fl_ext_args *spec = &e->plan->args;
   fl_ext_state *st = self->state;
-  /* The tensors the last call had, at once (those the door does not take, one at a time below). */
-  uint64_t tp[JIT_MAX_PARAMS];
-  int tdt[JIT_MAX_PARAMS];
-  uint32_t tgot = 0, tj = 0;
-  if (m->ntensor && st->door) /* (a door not loaded yet: tensor_words loads it below) */
-    tgot = (uint32_t)st->door->unpack_ptrs(args, m->tensor_src, m->ntensor, (int)spec->memory, spec->device, tp, NULL, tdt);
-  Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
-  for (Py_ssize_t i = 0; i < np; i++) {
-    const jit_memo_param *mp = &m->param[i];
-    PyObject *v = mp->src >= 0 ? args[mp->src] : PyTuple_GET_ITEM(PyTuple_GET_ITEM(self->defaults, i), 0);
-    pv[i] = v;
-    /* The reading the last call's value took is tried first: a value of another kind gives no
-     * word there, and value_words (what the full path reads) decides. */
+  uint64_t local[JIT_MAX_PARAMS + 1], *wv = words ? words : local;
+  if (m->nt) { /* the tensors at once, from memory the plan reads, straight into their words */
+    if (FL_EXT_UNLIKELY(!st->door)) {
+      if (st->door_state == 0) fl_ext_door_load(st);
+      if (!st->door) return 1;
+    }
+    int dt[JIT_MAX_PARAMS];
+    if (st->door->unpack_ptrs(args, m->t_src, m->nt, (int)spec->memory, spec->device, wv, m->t_abi, dt) != m->nt)
+      return 1;
+    for (uint32_t j = 0; j < m->nt; j++)
+      if (key[m->t_koff[j]] != tensor_word(wv[m->t_abi[j]], dt[j])) return 1;
+  }
+  for (uint32_t j = 0; j < m->ni; j++) {
+    const jit_memo_int *p = &m->ints[j];
+    uint64_t w;
+    if (!fl_ext_int_word(args[p->src], &w) || key[p->koff] != int_key((int64_t)w)) return 1;
+    wv[p->abi] = w;
+  }
+  for (uint32_t j = 0; j < m->nc; j++) {
+    const jit_memo_const *c = &m->consts[j];
+    PyObject *v = c->src >= 0 ? args[c->src] : c->dflt;
+    if (v == c->same) continue;
+    uint64_t w[2];
+    int n = const_words(v, w);
+    if (n != c->n || key[c->koff] != w[0] || (n == 2 && key[c->koff + 1] != w[1])) return 1;
+  }
+  for (uint32_t j = 0; j < m->nv; j++) {
+    const jit_memo_value *p = &m->vals[j];
+    uint64_t w[1];
     fl_value x;
-    int where = 0, index = -1, ok;
-    switch (mp->kind) {
-      case MEMO_CONST:
-        if (!same_words(&key, end, w, const_words(v, w))) return 1;
-        continue;
-      case MEMO_TENSOR:
-        if (mp->src >= 0 && tj < tgot) { /* read above, where the plan reads memory */
-          x = (fl_value){.type = FL_VALUE_PTR, .v.p = tp[tj]};
-          w[0] = tensor_word(tp[tj], tdt[tj]);
-          tj++;
-          ok = 1;
-          break;
-        }
-        tj += mp->src >= 0;
-        ok = tensor_words(st, v, w, &x, &where, &index);
-        break;
-      case MEMO_INT: ok = PyLong_CheckExact(v) && int_words(v, w, &x); break;
-      default: ok = 0;
-    }
-    if (!ok && !value_words(st, v, w, &x, &where, &index)) return 1;
-    if (key == end || *key++ != w[0]) return 1;
-    if (mp->abi < 0) continue;
+    int where, index;
+    if (!value_words(st, p->src >= 0 ? args[p->src] : p->dflt, w, &x, &where, &index) || key[p->koff] != w[0])
+      return 1;
+    if (p->abi < 0) continue;
     if (where && !fl_ext_memory_takes(spec, where, index)) return 1; /* the full path says why */
-    if (!words) {
-      values[mp->abi] = x;
-    } else if (x.type == FL_VALUE_PTR || x.type == FL_VALUE_INT) {
-      words[mp->abi] = x.v.u; /* the address, or the int's two's complement */
-    } else {
-      return 1; /* a value no word says (an int past int64): the full path, with fl_launch */
-    }
+    if (!words) values[p->abi] = x;
+    else if (x.type == FL_VALUE_PTR || x.type == FL_VALUE_INT) words[p->abi] = x.v.u;
+    else return 1; /* a value no word says (an int past int64): the full path, with fl_launch */
   }
-  for (Py_ssize_t o = 0; o < m->nopts; o++) {
-    w[0] = K_OPTION | (uint64_t)m->opt_index[o] << 8;
-    if (!same_words(&key, end, w, 1) || !same_words(&key, end, w, const_words(args[m->opt_src[o]], w))) return 1;
+  if (!words) {
+    for (uint32_t j = 0; j < m->nt; j++) values[m->t_abi[j]] = (fl_value){.type = FL_VALUE_PTR, .v.p = wv[m->t_abi[j]]};
+    for (uint32_t j = 0; j < m->ni; j++)
+      if (m->ints[j].abi < JIT_MAX_PARAMS)
+        values[m->ints[j].abi] = (fl_value){.type = FL_VALUE_INT, .v.u = wv[m->ints[j].abi]};
   }
-  return key == end ? 0 : 1;
+  for (uint32_t j = 0; j < m->ng; j++) pv[m->grid[j].param] = m->grid[j].src >= 0 ? args[m->grid[j].src] : m->grid[j].dflt;
+  return 0;
 }

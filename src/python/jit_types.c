@@ -152,7 +152,8 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->stock_reason = PyUnicode_FromString("not_validated");
   self->param_const = PyMem_Calloc((size_t)(np ? np : 1), 1);
   self->watch.force = 1; /* revalidated at the first call */
-  if (!self->hook_lists || !self->stock_counts || !self->stock_reason || !self->param_const) {
+  if (!self->hook_lists || !self->stock_counts || !self->stock_reason || !self->param_const ||
+      fl_jit_memo_init(&self->memo, np) < 0) {
     Py_DECREF(self);
     return PyErr_NoMemory();
   }
@@ -358,6 +359,7 @@ static void jit_dealloc(PyObject *op) {
   Py_CLEAR(self->stock_reason);
   Py_CLEAR(self->stock_counts);
   PyMem_Free(self->param_const);
+  fl_jit_memo_free(&self->memo);
   tp->tp_free(self);
   Py_DECREF(tp);
 }
