@@ -48,7 +48,9 @@ static inline bool fl__plan_grid_one_dim(const fl_plan *plan, const fl_value *ar
 static inline bool fl__grid_fits(const fl_plan *plan, const int64_t g[3], uint32_t out[3]) {
   const int64_t *max = plan->base->grid_max;
   uint64_t product;
-  if (FL__LIKELY(g[0] > 0 && g[1] > 0 && g[2] > 0 && g[0] <= max[0] && g[1] <= max[1] && g[2] <= max[2] &&
+  /* g in [1, max]: g - 1 below max, unsigned (a limit is at least 1) */
+  if (FL__LIKELY((uint64_t)g[0] - 1 < (uint64_t)max[0] && (uint64_t)g[1] - 1 < (uint64_t)max[1] &&
+                 (uint64_t)g[2] - 1 < (uint64_t)max[2] &&
                  !__builtin_mul_overflow((uint64_t)g[0] * (uint64_t)g[1], (uint64_t)g[2], &product) &&
                  (!plan->grid_max_product || product <= plan->grid_max_product))) {
     out[0] = (uint32_t)g[0];

@@ -100,12 +100,8 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
 }
 
 /* ---- device and stream, as Triton's driver reads them ---- */
-static int current_device(JitObject *self, int32_t *device) {
-  if (!self->device_fn) {
-    if (self->c_device && self->c_device(device) == 0) return 0;
-    PyErr_SetString(PyExc_RuntimeError, "fastlaunch: torch's current device could not be read");
-    return -1;
-  }
+/* Through the driver's Python callables (no C function registered for this driver). */
+static int device_of_driver(JitObject *self, int32_t *device) {
   PyObject *r = PyObject_CallNoArgs(self->device_fn);
   if (!r) return -1;
   long d = PyLong_Check(r) ? PyLong_AsLong(r) : -1;
@@ -118,16 +114,7 @@ static int current_device(JitObject *self, int32_t *device) {
   return 0;
 }
 
-static int current_stream(JitObject *self, int32_t device, uint64_t *stream) {
-  if (!self->stream_fn) {
-    void *s = NULL;
-    if (self->c_stream && self->c_stream(device, &s) == 0) {
-      *stream = (uint64_t)(uintptr_t)s;
-      return 0;
-    }
-    PyErr_SetString(PyExc_RuntimeError, "fastlaunch: torch's current CUDA stream could not be read");
-    return -1;
-  }
+static int stream_of_driver(JitObject *self, int32_t device, uint64_t *stream) {
   PyObject *dev = PyLong_FromLong(device);
   if (!dev) return -1;
   PyObject *r = PyObject_CallOneArg(self->stream_fn, dev);
@@ -138,6 +125,24 @@ static int current_stream(JitObject *self, int32_t device, uint64_t *stream) {
   Py_DECREF(r);
   if (rc < 0) PyErr_Format(PyExc_RuntimeError, "fastlaunch: the driver's current stream: %s", err.reason);
   return rc;
+}
+
+static inline int current_device(JitObject *self, int32_t *device) {
+  if (self->device_fn) return device_of_driver(self, device);
+  if (self->c_device && self->c_device(device) == 0) return 0;
+  PyErr_SetString(PyExc_RuntimeError, "fastlaunch: torch's current device could not be read");
+  return -1;
+}
+
+static inline int current_stream(JitObject *self, int32_t device, uint64_t *stream) {
+  if (self->stream_fn) return stream_of_driver(self, device, stream);
+  void *s = NULL;
+  if (self->c_stream && self->c_stream(device, &s) == 0) {
+    *stream = (uint64_t)(uintptr_t)s;
+    return 0;
+  }
+  PyErr_SetString(PyExc_RuntimeError, "fastlaunch: torch's current CUDA stream could not be read");
+  return -1;
 }
 
 /* ---- the grid ---- */
@@ -160,6 +165,19 @@ static int grid_var(PyObject *v, int64_t *out) {
   return 0;
 }
 
+/* A grid source's value (borrowed), NULL when it is not there. */
+static inline PyObject *grid_source_value(const grid_source *s, const jit_entry *e, PyObject *const *pv,
+                                          PyObject *closure) {
+  if (s->kind == SRC_ARG) return pv[s->index];
+  if (s->kind == SRC_CELL)
+    return closure && s->index < PyTuple_GET_SIZE(closure) ? PyCell_GET(PyTuple_GET_ITEM(closure, s->index)) : NULL;
+  /* Borrowed, on every launch (a strong reference costs this path 20 instructions): read at once,
+   * under the GIL, while the module's dict holds it. */
+  PyObject *v = PyDict_GetItemWithError(e->grid_globals, s->name);
+  if (!v) PyErr_Clear();
+  return v;
+}
+
 /* The grid from the entry's program when `grid` is a function of its code: 0, or 1 (not the
  * program's function, or a value it cannot compute: the callable is called instead). */
 static int grid_program(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t out[3]) {
@@ -167,24 +185,19 @@ static int grid_program(const jit_entry *e, PyObject *const *pv, PyObject *grid,
       PyFunction_GET_GLOBALS(grid) != e->grid_globals || PyFunction_GET_DEFAULTS(grid) ||
       PyFunction_GET_KW_DEFAULTS(grid))
     return 1;
-  int64_t vars[JIT_MAX_GRID_VARS];
   PyObject *closure = PyFunction_GET_CLOSURE(grid);
-  for (size_t i = 0; i < e->ngrid_src; i++) {
-    const grid_source *s = &e->grid_src[i];
-    PyObject *v = NULL;
-    if (s->kind == SRC_ARG) {
-      v = pv[s->index];
-    } else if (s->kind == SRC_CELL) {
-      if (!closure || s->index >= PyTuple_GET_SIZE(closure)) return 1;
-      v = PyCell_GET(PyTuple_GET_ITEM(closure, s->index));
-    } else {
-      /* Borrowed, on every launch (a strong reference costs this path 20 instructions): read at
-       * once, under the GIL, while the module's dict holds it. */
-      v = PyDict_GetItemWithError(e->grid_globals, s->name);
-      if (!v) PyErr_Clear();
-    }
-    if (grid_var(v, &vars[i])) return 1;
+  PyObject *v;
+  uint64_t w;
+  if (e->grid_shaped && e->ngrid_src == 1 && (v = grid_source_value(e->grid_src, e, pv, closure)) &&
+      fl_ext_int_word(v, &w) && (int64_t)w <= e->grid_shape.hi) { /* Triton's common lambda: one exact int, the 1-D shape */
+    out[0] = fl__grid_shape_apply(&e->grid_shape, (int64_t)w);
+    out[1] = e->grid_const[1];
+    out[2] = e->grid_const[2];
+    return 0;
   }
+  int64_t vars[JIT_MAX_GRID_VARS];
+  for (size_t i = 0; i < e->ngrid_src; i++)
+    if (grid_var(grid_source_value(&e->grid_src[i], e, pv, closure), &vars[i])) return 1;
   if (e->grid_shaped && vars[0] <= e->grid_shape.hi) {
     out[0] = fl__grid_shape_apply(&e->grid_shape, vars[0]);
     out[1] = e->grid_const[1];
@@ -428,7 +441,7 @@ static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args
     uint64_t words_at[JIT_MAX_PARAMS + 1], *words = NULL; /* in words when the plan takes them */
     if (self->memo.entry && self->memo.entry->plan->args.words) words = words_at;
     PyObject *res;
-    if (fl_jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values, words) == 0 &&
+    if (jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values, words) == 0 &&
         memo_launch(self, kw, args, nargs, kwnames, device, pv, values, words, &res) == 0)
       return res;
   }

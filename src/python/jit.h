@@ -306,8 +306,6 @@ int fl_jit_memo_init(jit_memo *m, Py_ssize_t nparams);
 void fl_jit_memo_free(jit_memo *m);
 void fl_jit_memo_clear(JitObject *self);
 void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t nargs, PyObject *kwnames);
-int fl_jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,
-                      PyObject **pv, fl_value *values, uint64_t *words);
 int fl_jit_memo_entry(jit_entry *e, Py_ssize_t nparams, const uint8_t *param_const);
 /* jit.c */
 PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
@@ -320,5 +318,81 @@ int fl_jit_revalidate(JitObject *self);
 PyObject *fl_jit_new_call(fl_ext_state *st, PyObject *target, PyObject *grid);
 /* jit_subscript.c */
 extern PyType_Spec fl_jit_subscript_spec;
+
+/* ---- the memo's match, inlined into the call (jit.c) ---- */
+
+/* The same keyword names: the same tuple (a call site's), or one with the same str objects in
+ * the same order (a call with **kwargs builds a new tuple each time from the dict's keys). The
+ * memo's tuple is alive, so a str at one of its items' addresses is that str. */
+static inline int same_names(PyObject *a, PyObject *b) {
+  if (a == b) return 1;
+  if (!a || !b || PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(b)) return 0;
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(a); i < n; i++)
+    if (PyTuple_GET_ITEM(a, i) != PyTuple_GET_ITEM(b, i)) return 0;
+  return 1;
+}
+
+/* 0: the call is the memo entry's (its values in the entry's argument order in `words` when not
+ * NULL (the entry's plan takes words; JIT_MAX_PARAMS + 1 of them), else in `values`; the objects
+ * of the parameters the grid program reads in pv, borrowed); 1: the full path decides. */
+static inline int jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,
+                                 PyObject **pv, fl_value *values, uint64_t *words) {
+  jit_memo *m = &self->memo;
+  const jit_entry *e = m->entry;
+  if (!e || nargs != m->nargs || !same_names(kwnames, m->kwnames)) return 1;
+  if (FL_EXT_UNLIKELY(kwnames != m->kwnames)) /* the newer tuple: a call site's is then the same next time */
+    Py_SETREF(m->kwnames, Py_NewRef(kwnames));
+  const uint64_t *key = e->key;
+  if (key[0] != (K_DEVICE | (uint64_t)(uint32_t)device << 8)) return 1;
+  const fl_ext_args *spec = &e->plan->args;
+  fl_ext_state *st = self->state;
+  uint64_t local[JIT_MAX_PARAMS + 1], *wv = words ? words : local;
+  if (m->nt) { /* the tensors at once, from memory the plan reads, straight into their words */
+    if (FL_EXT_UNLIKELY(!st->door)) {
+      if (st->door_state == 0) fl_ext_door_load(st);
+      if (!st->door) return 1;
+    }
+    int dt[JIT_MAX_PARAMS];
+    if (st->door->unpack_ptrs(args, m->t_src, m->nt, (int)spec->memory, spec->device, wv, m->t_abi, dt) != m->nt)
+      return 1;
+    for (uint32_t j = 0; j < m->nt; j++)
+      if (key[m->t_koff[j]] != tensor_word(wv[m->t_abi[j]], dt[j])) return 1;
+  }
+  for (uint32_t j = 0; j < m->ni; j++) {
+    const jit_memo_int *p = &m->ints[j];
+    uint64_t w;
+    if (!fl_ext_int_word(args[p->src], &w) || key[p->koff] != int_key((int64_t)w)) return 1;
+    wv[p->abi] = w;
+  }
+  for (uint32_t j = 0; j < m->nc; j++) {
+    const jit_memo_const *c = &m->consts[j];
+    PyObject *v = c->src >= 0 ? args[c->src] : c->dflt;
+    if (v == c->same) continue;
+    uint64_t w[2];
+    int n = const_words(v, w);
+    if (n != c->n || key[c->koff] != w[0] || (n == 2 && key[c->koff + 1] != w[1])) return 1;
+  }
+  for (uint32_t j = 0; j < m->nv; j++) {
+    const jit_memo_value *p = &m->vals[j];
+    uint64_t w[1];
+    fl_value x;
+    int where, index;
+    if (!value_words(st, p->src >= 0 ? args[p->src] : p->dflt, w, &x, &where, &index) || key[p->koff] != w[0])
+      return 1;
+    if (p->abi < 0) continue;
+    if (where && !fl_ext_memory_takes(spec, where, index)) return 1; /* the full path says why */
+    if (!words) values[p->abi] = x;
+    else if (x.type == FL_VALUE_PTR || x.type == FL_VALUE_INT) words[p->abi] = x.v.u;
+    else return 1; /* a value no word says (an int past int64): the full path, with fl_launch */
+  }
+  if (!words) {
+    for (uint32_t j = 0; j < m->nt; j++) values[m->t_abi[j]] = (fl_value){.type = FL_VALUE_PTR, .v.p = wv[m->t_abi[j]]};
+    for (uint32_t j = 0; j < m->ni; j++)
+      if (m->ints[j].abi < JIT_MAX_PARAMS)
+        values[m->ints[j].abi] = (fl_value){.type = FL_VALUE_INT, .v.u = wv[m->ints[j].abi]};
+  }
+  for (uint32_t j = 0; j < m->ng; j++) pv[m->grid[j].param] = m->grid[j].src >= 0 ? args[m->grid[j].src] : m->grid[j].dflt;
+  return 0;
+}
 
 #endif

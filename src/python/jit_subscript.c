@@ -13,17 +13,19 @@ typedef struct {
   /* The last kernel served, its instance dict, the dispatcher found there and the dict's stamp
    * then: while the stamp holds, kernel[grid] on that kernel skips the lookup of `run`. */
   PyObject *last_kernel, *last_dict, *last_run;
+  PyObject **last_dictptr; /* where last_kernel keeps its dict (within the object, which is held) */
   uint64_t last_stamp;
 } SubscriptObject;
 
 /* The dispatcher in kernel.__dict__["run"] (borrowed), NULL when there is none (or with an
- * exception). The last kernel's is remembered while its dict is unchanged. */
-static PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
+ * exception). The last kernel's is remembered while its dict is the same and unchanged. */
+static inline PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
+  if (kernel == sub->last_kernel && *sub->last_dictptr == sub->last_dict &&
+      fl_ext_dict_stamp(sub->last_dict) == sub->last_stamp)
+    return sub->last_run;
   PyObject **dictptr = _PyObject_GetDictPtr(kernel);
   PyObject *dict = dictptr ? *dictptr : NULL;
   if (!dict) return NULL;
-  if (kernel == sub->last_kernel && dict == sub->last_dict && fl_ext_dict_stamp(dict) == sub->last_stamp)
-    return sub->last_run;
   PyObject *run;
   if (PyDict_GetItemRef(dict, sub->state->str_run, &run) <= 0) return NULL; /* missing, or an error */
   Py_DECREF(run); /* borrowed from here: the kernel's dict holds it, and the caller uses it at once */
@@ -32,18 +34,21 @@ static PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
     PyErr_Clear(); /* not remembered: looked up again next time */
     return run;
   }
-  Py_XSETREF(sub->last_kernel, Py_NewRef(kernel));
-  Py_XSETREF(sub->last_dict, Py_NewRef(dict));
-  Py_XSETREF(sub->last_run, Py_NewRef(run));
+  /* All fields first, the old references last: their release may run code that subscripts. */
+  PyObject *old_kernel = sub->last_kernel, *old_dict = sub->last_dict, *old_run = sub->last_run;
+  sub->last_kernel = Py_NewRef(kernel);
+  sub->last_dict = Py_NewRef(dict);
+  sub->last_run = Py_NewRef(run);
+  sub->last_dictptr = dictptr;
   sub->last_stamp = fl_ext_dict_stamp(dict);
+  Py_XDECREF(old_kernel);
+  Py_XDECREF(old_dict);
+  Py_XDECREF(old_run);
   return run;
 }
 
-static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-  SubscriptObject *sub = (SubscriptObject *)callable;
-  size_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs != 2 || kwnames) return PyObject_Vectorcall(sub->stock_getitem, args, nargsf, kwnames);
-  PyObject *kernel = args[0], *grid = args[1];
+/* kernel[grid]: the JitCall of the kernel's dispatcher (its spare one when nobody holds that). */
+static inline PyObject *subscript_call(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
   PyObject *run = subscript_run(sub, kernel);
   if (!run) {
     if (PyErr_Occurred()) return NULL;
@@ -56,7 +61,10 @@ static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args,
   PyObject **spare_at;
   if (run && Py_TYPE(run) == sub->state->jit_type) spare_at = &((JitObject *)run)->spare_call;
   else if (run && Py_TYPE(run) == sub->state->autotune_type) spare_at = fl_ext_autotune_spare(run);
-  else return PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
+  else {
+    PyObject *args[2] = {kernel, grid};
+    return PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
+  }
   PyObject *spare = *spare_at;
   if (spare && Py_REFCNT(spare) == 1) { /* nobody holds the last one: it is reused */
     Py_SETREF(((JitCallObject *)spare)->grid, Py_NewRef(grid));
@@ -65,6 +73,12 @@ static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args,
   PyObject *call = fl_jit_new_call(sub->state, run, grid);
   if (call && !spare) *spare_at = Py_NewRef(call);
   return call;
+}
+
+static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  SubscriptObject *sub = (SubscriptObject *)callable;
+  if (PyVectorcall_NARGS(nargsf) != 2 || kwnames) return PyObject_Vectorcall(sub->stock_getitem, args, nargsf, kwnames);
+  return subscript_call(sub, args[0], args[1]);
 }
 
 static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type);
@@ -109,7 +123,7 @@ static PyObject *subscript_slot(PyObject *kernel, PyObject *grid) {
   PyObject *args[2] = {kernel, grid};
   if (!getitem)
     return PyErr_Format(PyExc_TypeError, "'%.200s' object is not subscriptable", tp->tp_name);
-  if (Py_TYPE(getitem)->tp_descr_get == subscript_get) return subscript_vectorcall(getitem, args, 2, NULL);
+  if (Py_TYPE(getitem)->tp_descr_get == subscript_get) return subscript_call((SubscriptObject *)getitem, kernel, grid);
   Py_INCREF(getitem);
   PyObject *res;
   descrgetfunc get = Py_TYPE(getitem)->tp_descr_get;

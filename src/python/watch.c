@@ -36,15 +36,13 @@ int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts) {
 #else
   (void)st;
   w->n = 0;
-  uint64_t *v = PyMem_Realloc(w->versions, (size_t)(n ? n : 1) * sizeof *v);
-  if (!v) return PyErr_NoMemory(), -1;
-  w->versions = v;
   PyObject **at = PyMem_Realloc(w->at, (size_t)(n ? n : 1) * sizeof *at);
   if (!at) return PyErr_NoMemory(), -1;
   w->at = at;
+  w->sum = 0;
   for (Py_ssize_t i = 0; i < n; i++) {
     at[i] = PyTuple_GET_ITEM(dicts, i);
-    v[i] = fl_ext_dict_version(at[i]);
+    w->sum += fl_ext_dict_version(at[i]);
   }
   w->n = n;
 #endif
@@ -63,9 +61,7 @@ int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict) {
 
 void fl_ext_watch_free(fl_ext_watch *w) {
   Py_CLEAR(w->dicts);
-  PyMem_Free(w->versions);
   PyMem_Free(w->at);
-  w->versions = NULL;
   w->at = NULL;
   w->n = 0;
   w->force = 1;
