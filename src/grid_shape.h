@@ -34,6 +34,9 @@ typedef struct fl__grid_shape {
 bool fl__grid_program_shape(const fl_grid_program *program, fl__grid_shape *shape);
 /* A shape's value at x, for x <= shape->hi (no step can overflow there): floor or ceiling of
  * (x + add) / div, as Python computes it; a power-of-two divisor of a non-negative y by a shift. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
 static inline int64_t fl__grid_shape_apply(const fl__grid_shape *sh, int64_t x) {
   int64_t y = x + sh->add, div = sh->div;
   if (sh->shift >= 0 && y >= 0) return (y >> sh->shift) + (sh->ceil && (y & (div - 1)) != 0);

@@ -87,10 +87,14 @@ typedef struct {
 
 #if defined(__GNUC__)
 #define FL_EXT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define FL_EXT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define FL_EXT_ALWAYS_INLINE inline __attribute__((always_inline))
+#define FL_EXT_NOINLINE __attribute__((noinline))
 #else
 #define FL_EXT_UNLIKELY(x) (x)
+#define FL_EXT_LIKELY(x) (x)
 #define FL_EXT_ALWAYS_INLINE inline
+#define FL_EXT_NOINLINE
 #endif
 
 /* Reads an exact int (never a subclass) whose magnitude fits 64 bits straight from its digits: the C
@@ -132,7 +136,7 @@ static inline int fl_ext_u64_of(PyObject *obj, uint64_t *out) {
 
 /* An exact int within int64 as its two's complement word: 1 and *w; 0 otherwise. The compact ones
  * (at most one digit: below 2^30 in magnitude) without a branch on the sign. */
-static inline int fl_ext_int_word(PyObject *obj, uint64_t *w) {
+static FL_EXT_ALWAYS_INLINE int fl_ext_int_word(PyObject *obj, uint64_t *w) {
   if (!PyLong_CheckExact(obj)) return 0;
   const PyLongObject *v = (const PyLongObject *)obj;
 #if PY_VERSION_HEX >= 0x030C0000

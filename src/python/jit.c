@@ -166,7 +166,7 @@ static int grid_var(PyObject *v, int64_t *out) {
 }
 
 /* A grid source's value (borrowed), NULL when it is not there. */
-static inline PyObject *grid_source_value(const grid_source *s, const jit_entry *e, PyObject *const *pv,
+static FL_EXT_ALWAYS_INLINE PyObject *grid_source_value(const grid_source *s, const jit_entry *e, PyObject *const *pv,
                                           PyObject *closure) {
   if (s->kind == SRC_ARG) return pv[s->index];
   if (s->kind == SRC_CELL)
@@ -178,23 +178,32 @@ static inline PyObject *grid_source_value(const grid_source *s, const jit_entry 
   return v;
 }
 
+/* Whether `grid` is a function of the entry's grid code that Triton would call with its defaults
+ * as they were when the code was compiled (none). */
+static FL_EXT_ALWAYS_INLINE int grid_is_programs(const jit_entry *e, PyObject *grid) {
+  return PyFunction_Check(grid) && e->grid_code && PyFunction_GET_CODE(grid) == e->grid_code &&
+         PyFunction_GET_GLOBALS(grid) == e->grid_globals && !PyFunction_GET_DEFAULTS(grid) &&
+         !PyFunction_GET_KW_DEFAULTS(grid);
+}
+
+/* Triton's common lambda read inline: one source that is an exact int, dimension 0 a shape, 1 and
+ * 2 constant. 0 with the grid, or 1 (grid_program decides). */
+static FL_EXT_ALWAYS_INLINE int grid_shaped(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t out[3]) {
+  if (!e->grid_shaped || e->ngrid_src != 1 || !grid_is_programs(e, grid)) return 1;
+  PyObject *v = grid_source_value(e->grid_src, e, pv, PyFunction_GET_CLOSURE(grid));
+  uint64_t w;
+  if (!v || !fl_ext_int_word(v, &w) || (int64_t)w > e->grid_shape.hi) return 1;
+  out[0] = fl__grid_shape_apply(&e->grid_shape, (int64_t)w);
+  out[1] = e->grid_const[1];
+  out[2] = e->grid_const[2];
+  return 0;
+}
+
 /* The grid from the entry's program when `grid` is a function of its code: 0, or 1 (not the
  * program's function, or a value it cannot compute: the callable is called instead). */
 static int grid_program(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t out[3]) {
-  if (!PyFunction_Check(grid) || !e->grid_code || PyFunction_GET_CODE(grid) != e->grid_code ||
-      PyFunction_GET_GLOBALS(grid) != e->grid_globals || PyFunction_GET_DEFAULTS(grid) ||
-      PyFunction_GET_KW_DEFAULTS(grid))
-    return 1;
+  if (!grid_is_programs(e, grid)) return 1;
   PyObject *closure = PyFunction_GET_CLOSURE(grid);
-  PyObject *v;
-  uint64_t w;
-  if (e->grid_shaped && e->ngrid_src == 1 && (v = grid_source_value(e->grid_src, e, pv, closure)) &&
-      fl_ext_int_word(v, &w) && (int64_t)w <= e->grid_shape.hi) { /* Triton's common lambda: one exact int, the 1-D shape */
-    out[0] = fl__grid_shape_apply(&e->grid_shape, (int64_t)w);
-    out[1] = e->grid_const[1];
-    out[2] = e->grid_const[2];
-    return 0;
-  }
   int64_t vars[JIT_MAX_GRID_VARS];
   for (size_t i = 0; i < e->ngrid_src; i++)
     if (grid_var(grid_source_value(&e->grid_src[i], e, pv, closure), &vars[i])) return 1;
@@ -338,7 +347,8 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
 
 /* The grid of a call to entry e: 0; 1 (a callable that is not e's grid program: the full path
  * calls it); -1 unreadable (err). */
-static int call_grid(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t g[3], fl_error *err) {
+static FL_EXT_ALWAYS_INLINE int call_grid(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t g[3], fl_error *err) {
+  if (grid_shaped(e, pv, grid, g) == 0) return 0;
   if (PyTuple_Check(grid)) return fl_ext_parse_grid(grid, g, err) < 0 ? -1 : 0;
   return grid_program(e, pv, grid, g);
 }
@@ -524,12 +534,11 @@ PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *ar
 }
 
 PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  /* The caller holds `call` through the call, so its grid stays: kernel[grid] reuses a JitCall
+   * (and replaces its grid) only while nobody but its dispatcher holds it. */
   JitCallObject *call = (JitCallObject *)callable;
-  Py_INCREF(call); /* the grid it holds stays alive through the call */
-  PyObject *res = Py_TYPE(call->target) == call->state->jit_type
-                      ? run_grid(call->target, call->grid, args, PyVectorcall_NARGS(nargsf), kwnames)
-                      : fl_ext_autotune_call(call->target, call->grid, args, nargsf, kwnames);
-  Py_DECREF(call);
-  return res;
+  if (Py_TYPE(call->target) == call->state->jit_type)
+    return run_grid(call->target, call->grid, args, PyVectorcall_NARGS(nargsf), kwnames);
+  return fl_ext_autotune_call(call->target, call->grid, args, nargsf, kwnames);
 }
 

@@ -47,17 +47,9 @@ static inline PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
   return run;
 }
 
-/* kernel[grid]: the JitCall of the kernel's dispatcher (its spare one when nobody holds that). */
-static inline PyObject *subscript_call(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
-  PyObject *run = subscript_run(sub, kernel);
-  if (!run) {
-    if (PyErr_Occurred()) return NULL;
-    PyObject *r = PyObject_CallOneArg(sub->attach, kernel); /* once per kernel */
-    if (!r) return NULL;
-    Py_DECREF(r);
-    run = subscript_run(sub, kernel);
-    if (!run && PyErr_Occurred()) return NULL;
-  }
+/* The JitCall of a dispatcher (its spare one when nobody holds that), or Triton's __getitem__ for
+ * anything else in `run`. */
+static PyObject *spare_or_new(SubscriptObject *sub, PyObject *run, PyObject *kernel, PyObject *grid) {
   PyObject **spare_at;
   if (run && Py_TYPE(run) == sub->state->jit_type) spare_at = &((JitObject *)run)->spare_call;
   else if (run && Py_TYPE(run) == sub->state->autotune_type) spare_at = fl_ext_autotune_spare(run);
@@ -73,6 +65,38 @@ static inline PyObject *subscript_call(SubscriptObject *sub, PyObject *kernel, P
   PyObject *call = fl_jit_new_call(sub->state, run, grid);
   if (call && !spare) *spare_at = Py_NewRef(call);
   return call;
+}
+
+/* kernel[grid] on a kernel other than the last one (or the last one's dict changed, or its spare
+ * JitCall is held): finds the dispatcher, attaching one the first time. */
+static FL_EXT_NOINLINE PyObject *subscript_call_slow(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
+  PyObject *run = subscript_run(sub, kernel);
+  if (!run) {
+    if (PyErr_Occurred()) return NULL;
+    PyObject *r = PyObject_CallOneArg(sub->attach, kernel); /* once per kernel */
+    if (!r) return NULL;
+    Py_DECREF(r);
+    run = subscript_run(sub, kernel);
+    if (!run && PyErr_Occurred()) return NULL;
+  }
+  return spare_or_new(sub, run, kernel, grid);
+}
+
+/* kernel[grid]: the JitCall of the kernel's dispatcher. The last kernel's, while its dict is the
+ * same and unchanged and nobody holds its spare JitCall, without a call (last_run is a dispatcher:
+ * subscript_run remembers nothing else). */
+static inline PyObject *subscript_call(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
+  if (kernel == sub->last_kernel && *sub->last_dictptr == sub->last_dict &&
+      fl_ext_dict_stamp(sub->last_dict) == sub->last_stamp) {
+    PyObject *run = sub->last_run;
+    PyObject *spare = Py_TYPE(run) == sub->state->jit_type ? ((JitObject *)run)->spare_call
+                                                          : *fl_ext_autotune_spare(run);
+    if (spare && Py_REFCNT(spare) == 1) {
+      Py_SETREF(((JitCallObject *)spare)->grid, Py_NewRef(grid));
+      return Py_NewRef(spare);
+    }
+  }
+  return subscript_call_slow(sub, kernel, grid);
 }
 
 static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -106,7 +130,8 @@ static PyTypeObject *seen_type;
 static unsigned int seen_tag;
 static PyObject *seen_getitem;
 
-static PyObject *subscript_slot(PyObject *kernel, PyObject *grid) {
+/* kernel[grid] through a __getitem__ that is not seen_getitem, or when that is not a JitSubscript. */
+static FL_EXT_NOINLINE PyObject *subscript_slot_other(PyObject *kernel, PyObject *grid) {
   PyTypeObject *tp = Py_TYPE(kernel);
   PyObject *getitem;
   if (tp == seen_type && tp->tp_version_tag == seen_tag && tag_valid(tp)) {
@@ -138,6 +163,14 @@ static PyObject *subscript_slot(PyObject *kernel, PyObject *grid) {
   }
   Py_DECREF(getitem);
   return res;
+}
+
+static PyObject *subscript_slot(PyObject *kernel, PyObject *grid) {
+  PyTypeObject *tp = Py_TYPE(kernel);
+  if (FL_EXT_LIKELY(tp == seen_type && tp->tp_version_tag == seen_tag && tag_valid(tp) &&
+                    Py_TYPE(seen_getitem)->tp_descr_get == subscript_get))
+    return subscript_call((SubscriptObject *)seen_getitem, kernel, grid);
+  return subscript_slot_other(kernel, grid);
 }
 
 /* sub.take_slot(cls): cls's __getitem__ is this JitSubscript; from now on cls's mapping slot calls
