@@ -90,11 +90,13 @@ typedef struct {
 #define FL_EXT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define FL_EXT_ALWAYS_INLINE inline __attribute__((always_inline))
 #define FL_EXT_NOINLINE __attribute__((noinline))
+#define FL_EXT_COLD __attribute__((cold, noinline))
 #else
 #define FL_EXT_UNLIKELY(x) (x)
 #define FL_EXT_LIKELY(x) (x)
 #define FL_EXT_ALWAYS_INLINE inline
 #define FL_EXT_NOINLINE
+#define FL_EXT_COLD
 #endif
 
 /* Reads an exact int (never a subclass) whose magnitude fits 64 bits straight from its digits: the C
@@ -178,7 +180,7 @@ void fl_ext_describe(const char *reason, PyObject *names, fl_ext_described *d);
 PyObject *fl_ext_raise_as(PyObject *type, const char *reason);
 /* fl_ext_raise with the plan's argument names (a tuple, or NULL) for the message. */
 PyObject *fl_ext_raise_named(fl_ext_state *st, const fl_error *err, PyObject *names);
-PyObject *fl_ext_raise(fl_ext_state *st, const fl_error *err);
+FL_EXT_COLD PyObject *fl_ext_raise(fl_ext_state *st, const fl_error *err);
 /* Raises FastLaunchError with a reason made here (not submitted). Returns NULL. */
 PyObject *fl_ext_raise_reason(fl_ext_state *st, bool stable, const char *fmt, ...);
 /* Raises FastLaunchPlanUnavailable from an fl_error (its reason and stability). Returns NULL. */
@@ -303,7 +305,7 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect_words(const fl_tensor_door *door,
 }
 
 /* Loads the tensor door if torch is imported and it was not tried yet (once per process). */
-void fl_ext_door_load(fl_ext_state *st);
+FL_EXT_COLD void fl_ext_door_load(fl_ext_state *st);
 /* Looks for torch_npu's task queue and installs it into the npu backend once found. */
 void fl_ext_npu_queue_probe(fl_ext_state *st);
 /* Reads a stream handle: None is 0, an int must be in [0, 2^64). Returns 0, or -1 with `err`
@@ -391,7 +393,7 @@ PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *c
 PyObject **fl_ext_autotune_spare(PyObject *dispatcher);
 /* jit.c: counts[reason] += 1 (errors cleared: a count never fails a call); a name's index in a
  * tuple of str, by identity first, then by value (-1: absent). */
-void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj);
+FL_EXT_COLD void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj);
 Py_ssize_t fl_ext_name_index(PyObject *names, PyObject *key);
 
 /* ---- 4. testing.c ---- */

@@ -101,7 +101,7 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
 
 /* ---- device and stream, as Triton's driver reads them ---- */
 /* Through the driver's Python callables (no C function registered for this driver). */
-static int device_of_driver(JitObject *self, int32_t *device) {
+static FL_EXT_COLD int device_of_driver(JitObject *self, int32_t *device) {
   PyObject *r = PyObject_CallNoArgs(self->device_fn);
   if (!r) return -1;
   long d = PyLong_Check(r) ? PyLong_AsLong(r) : -1;
@@ -114,7 +114,7 @@ static int device_of_driver(JitObject *self, int32_t *device) {
   return 0;
 }
 
-static int stream_of_driver(JitObject *self, int32_t device, uint64_t *stream) {
+static FL_EXT_COLD int stream_of_driver(JitObject *self, int32_t device, uint64_t *stream) {
   PyObject *dev = PyLong_FromLong(device);
   if (!dev) return -1;
   PyObject *r = PyObject_CallOneArg(self->stream_fn, dev);
@@ -236,7 +236,7 @@ static PyObject *bound_args_dict(JitObject *self, PyObject *const *pv) {
 /* ---- Triton's own run ---- */
 
 /* Calls stock_run(*args, **kwargs) adding grid= and warmup=False unless the call had them. */
-static PyObject *call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
+static FL_EXT_COLD PyObject *call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
                             int has_grid) {
   if (has_grid) return PyObject_Vectorcall(self->stock_run, args, nargs, kwnames);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -260,7 +260,7 @@ done:
   return result;
 }
 
-void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj) {
+FL_EXT_COLD void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj) {
   PyObject *key = reason_obj ? Py_NewRef(reason_obj) : PyUnicode_FromString(reason);
   if (!key) {
     PyErr_Clear();
@@ -275,13 +275,13 @@ void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_
   Py_DECREF(key);
 }
 
-static void count_stock(JitObject *self, const char *reason, PyObject *reason_obj) {
+static FL_EXT_COLD void count_stock(JitObject *self, const char *reason, PyObject *reason_obj) {
   self->stock++;
   fl_ext_count_reason(self->stock_counts, reason, reason_obj);
 }
 
 /* Triton runs the call; after a miss the policy binds what Triton used under the key. */
-static PyObject *stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
+static FL_EXT_COLD PyObject *stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
                        int has_grid, const char *reason, PyObject *reason_obj, const jit_key *miss) {
   count_stock(self, reason, reason_obj);
   PyObject *kernel = call_stock(self, grid, args, nargs, kwnames, has_grid);
@@ -381,7 +381,7 @@ static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_
 }
 
 /* The full path: bind, key, table; then the memo holds what a fast call found. */
-static PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
+static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
                                int32_t device) {
   PyObject *grid = kw->grid;
   jit_bound b;

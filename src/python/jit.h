@@ -314,7 +314,7 @@ PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size
 void fl_jit_entry_free(jit_entry *e);
 void fl_jit_table_clear(JitObject *self);
 int fl_jit_table_put(JitObject *self, jit_entry *e);
-int fl_jit_revalidate(JitObject *self);
+FL_EXT_COLD int fl_jit_revalidate(JitObject *self);
 PyObject *fl_jit_new_call(fl_ext_state *st, PyObject *target, PyObject *grid);
 /* jit_subscript.c */
 extern PyType_Spec fl_jit_subscript_spec;

@@ -69,7 +69,7 @@ static PyObject *spare_or_new(SubscriptObject *sub, PyObject *run, PyObject *ker
 
 /* kernel[grid] on a kernel other than the last one (or the last one's dict changed, or its spare
  * JitCall is held): finds the dispatcher, attaching one the first time. */
-static FL_EXT_NOINLINE PyObject *subscript_call_slow(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
+static FL_EXT_COLD PyObject *subscript_call_slow(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
   PyObject *run = subscript_run(sub, kernel);
   if (!run) {
     if (PyErr_Occurred()) return NULL;
@@ -131,7 +131,7 @@ static unsigned int seen_tag;
 static PyObject *seen_getitem;
 
 /* kernel[grid] through a __getitem__ that is not seen_getitem, or when that is not a JitSubscript. */
-static FL_EXT_NOINLINE PyObject *subscript_slot_other(PyObject *kernel, PyObject *grid) {
+static FL_EXT_COLD PyObject *subscript_slot_other(PyObject *kernel, PyObject *grid) {
   PyTypeObject *tp = Py_TYPE(kernel);
   PyObject *getitem;
   if (tp == seen_type && tp->tp_version_tag == seen_tag && tag_valid(tp)) {

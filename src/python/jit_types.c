@@ -82,7 +82,7 @@ static void *set_source(PyObject **slot, PyObject *value, const char *capsule, i
 }
 
 /* policy.revalidate() -> (stock reason or None, device_fn, stream_fn, hook lists, watched dicts). */
-int fl_jit_revalidate(JitObject *self) {
+FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
   PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
   if (!r) return -1;
   if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(r, 3)) ||
