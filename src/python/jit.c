@@ -345,12 +345,29 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
 
 #define STOCK(reason, miss) stock(self, grid, args, nargs, kwnames, kw->has_grid, reason, NULL, miss)
 
-/* The grid of a call to entry e: 0; 1 (a callable that is not e's grid program: the full path
- * calls it); -1 unreadable (err). */
-static FL_EXT_ALWAYS_INLINE int call_grid(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t g[3], fl_error *err) {
-  if (grid_shaped(e, pv, grid, g) == 0) return 0;
-  if (PyTuple_Check(grid)) return fl_ext_parse_grid(grid, g, err) < 0 ? -1 : 0;
-  return grid_program(e, pv, grid, g);
+/* An exact tuple of 1-3 exact ints (a grid the caller computed, most often): 0, or what
+ * fl_jit_read_grid says of any other. */
+static FL_EXT_ALWAYS_INLINE int tuple_grid(PyObject *grid, int64_t g[3]) {
+  Py_ssize_t n = PyTuple_GET_SIZE(grid);
+  if (FL_EXT_UNLIKELY(n < 1 || n > 3)) return fl_jit_read_grid(grid, g);
+  for (Py_ssize_t d = 0; d < 3; d++) {
+    uint64_t w = 1;
+    if (d < n && FL_EXT_UNLIKELY(!fl_ext_int_word(PyTuple_GET_ITEM(grid, d), &w))) return fl_jit_read_grid(grid, g);
+    g[d] = (int64_t)w;
+  }
+  return 0;
+}
+
+/* The grid of a call to entry e, as Triton's run takes it: 0; 1 (a callable that is not e's grid
+ * program: the full path calls it); -1 (not read here: Triton's path reads it, or raises). */
+static FL_EXT_ALWAYS_INLINE int call_grid(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t g[3]) {
+  int r;
+  if (grid_shaped(e, pv, grid, g) == 0) r = 0;
+  else if (PyTuple_CheckExact(grid)) r = tuple_grid(grid, g) ? -1 : 0;
+  else if (PyCallable_Check(grid)) r = grid_program(e, pv, grid, g);
+  else r = fl_jit_read_grid(grid, g) ? -1 : 0; /* a list, a range, a numpy array, ... */
+  if (r == 0 && FL_EXT_UNLIKELY((g[1] | g[2]) != 1) && fl_jit_grid_product_wraps(g)) return -1;
+  return r;
 }
 
 /* Launches a call the memo matched: 0 with *res (the result, or NULL with an exception); 1 when
@@ -364,7 +381,7 @@ static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_
   int64_t g[3];
   fl_error err;
   if (current_stream(self, device, &stream) < 0) return *res = NULL, 0;
-  int r = call_grid(e, pv, grid, g, &err);
+  int r = call_grid(e, pv, grid, g);
   if (r > 0) return 1;
   if (FL_EXT_UNLIKELY(gen != self->gen)) return *res = STOCK("table_changed", NULL), 0; /* a global's __eq__ */
   if (r < 0) return *res = STOCK("grid_unreadable", NULL), 0;
@@ -378,6 +395,25 @@ static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_
   Py_DECREF(kernel);
   *res = err.backend_submitted ? fl_ext_raise(self->state, &err) : STOCK(err.reason, NULL);
   return 0;
+}
+
+/* Any other callable grid: called once, with the mapping Triton passes. *computed is what Triton
+ * gets if the call goes there after all: the answer, or (when the answer is itself callable, which
+ * Triton would not call again) a callable returning it. 0 read; -1 not read here; *computed NULL
+ * with an exception. */
+static FL_EXT_COLD int called_grid(JitObject *self, PyObject *const *pv, PyObject *grid, int64_t g[3],
+                                   PyObject **computed) {
+  self->grid_calls++;
+  PyObject *meta = bound_args_dict(self, pv);
+  *computed = meta ? PyObject_CallOneArg(grid, meta) : NULL;
+  Py_XDECREF(meta);
+  if (!*computed) return -1;
+  if (fl_jit_read_grid(*computed, g) == 0 && ((g[1] | g[2]) == 1 || !fl_jit_grid_product_wraps(g))) return 0;
+  if (PyCallable_Check(*computed)) {
+    PyObject *wrapped = PyObject_CallMethod(self->policy, "answered_grid", "O", *computed);
+    Py_SETREF(*computed, wrapped);
+  }
+  return -1;
 }
 
 /* The full path: bind, key, table; then the memo holds what a fast call found. */
@@ -400,17 +436,11 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   int64_t g[3];
   fl_error err;
   PyObject *computed = NULL;
-  r = call_grid(e, b.vals, grid, g, &err);
+  r = call_grid(e, b.vals, grid, g);
   if (r > 0) {
-    /* Any other callable: called once, with the mapping Triton passes; its answer is what Triton
-     * gets too if the call goes there after all. */
-    self->grid_calls++;
-    PyObject *meta = bound_args_dict(self, b.vals);
-    computed = meta ? PyObject_CallOneArg(grid, meta) : NULL;
-    Py_XDECREF(meta);
+    r = called_grid(self, b.vals, grid, g, &computed);
     if (!computed) return NULL;
     grid = computed;
-    r = fl_ext_parse_grid(computed, g, &err) < 0 ? -1 : 0;
   }
   if (gen != self->gen) { /* the callable (or a global's __eq__) changed the table */
     PyObject *res = STOCK("table_changed", NULL);

@@ -316,6 +316,9 @@ void fl_jit_table_clear(JitObject *self);
 int fl_jit_table_put(JitObject *self, jit_entry *e);
 FL_EXT_COLD int fl_jit_revalidate(JitObject *self);
 PyObject *fl_jit_new_call(fl_ext_state *st, PyObject *target, PyObject *grid);
+/* jit_grid.c */
+int fl_jit_read_grid(PyObject *grid, int64_t g[3]);
+int fl_jit_grid_product_wraps(const int64_t g[3]);
 /* jit_subscript.c */
 extern PyType_Spec fl_jit_subscript_spec;
 

@@ -4,6 +4,8 @@ driver (tools/fldev/cuda_stub.c), each in a process of its own (the stub becomes
 - tools/fldev/jit_fidelity.py: 100,000 random calls over tests/python/jit_kernels.py, each through
   Triton's own run and through fastlaunch: the same compiled variant, grid, block, shared memory,
   stream, attributes and argument bytes, the same CompiledKernel returned.
+- tools/fldev/grid_fidelity.py: 10,000 calls with grids of every form Triton's run takes, through
+  Triton's own JIT and through fastlaunch: the same launch, return value, exception type, side effects.
 - tools/fldev/jit_checks.py: what the dispatcher does besides launching (warmup, hooks, a changed
   global, values Triton refuses, knob changes, opaque grids, report(), disable())."""
 
@@ -41,6 +43,27 @@ def test_jit_calls_match_tritons_own_jit(tmp_path):
     # The memo (the last fast call's form and entry) took a share of them: random calls of one kernel
     # with the same keyword names, each checked against the entry the previous call found.
     assert result["memo"] >= 1_000, result
+
+
+def test_every_grid_form_matches_tritons_own_jit(tmp_path):
+    """10,000 calls with generated grids of every form Triton's run takes (and the ones it refuses),
+    each through Triton's JIT and through fastlaunch: the same launch or none, the same return value,
+    the same exception type, the same calls of the grid's own code."""
+    proc = _run(tmp_path, "fldev.grid_fidelity", "10000", "20261203")
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["mismatches"] == 0, result["first_mismatches"]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert result["calls"] == 10_000 and result["returned"] + result["raised"] == 10_000
+    forms = result["forms"]
+    # The forms read in C launch through fastlaunch, directly and as what a callable returned.
+    for form in ("tuple", "list", "range", "ndarray", "Size", "dict", "lambda->list", "lambda->tuple",
+                 "partial->list", "object->range"):
+        assert forms[form].get("fastlaunch", 0) > 0, (form, forms[form])
+    # Every form Triton refuses was generated, and raised (through Triton) under fastlaunch too.
+    for form in ("NoneType", "float", "str", "int", "generator", "lambda->callable"):
+        assert forms[form] == {"raised": forms[form]["raised"]}, (form, forms[form])
+    assert result["launched"] >= 5_000 and result["raised"] >= 1_000, result
 
 
 def test_public_project_kernels_match_tritons_own_jit(tmp_path):
