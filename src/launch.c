@@ -99,6 +99,17 @@ static inline fl_status submit_packed(const fl_plan *plan, uint64_t stream, unsi
   else                                                                                                 \
     memcpy(buf, (plan)->tmpl, size)
 
+/* The grid of a launch: the static grid and the common computed one inline, the rest through
+ * fl__plan_grid_resolve (plan_grid.c). fl_plan_resolve_grid answers through this too, so it shows
+ * what a launch gets. */
+static inline fl_status launch_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t g[3],
+                                    fl_error *err) {
+  if (fl__plan_grid_static(plan, grid, g)) return FL_OK;
+  if (plan->grid_1d && grid == NULL && fl__plan_grid_one_dim(plan, args, g)) return FL_OK;
+  if (plan->grid_mode == FL_GRID_CALLER && grid != NULL && fl__grid_fits(plan, grid, g)) return FL_OK;
+  return fl__plan_grid_resolve(plan, args, grid, g, err);
+}
+
 fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, size_t nargs, const int64_t *grid,
                     fl_error *err) {
   fl_error local;
@@ -111,7 +122,7 @@ fl_status fl_launch(const fl_plan *plan, uint64_t stream, const fl_value *args, 
   fl_status st = pack_runtime(plan, buf, args, err);
   if (FL__UNLIKELY(st != FL_OK)) return st;
   uint32_t g[3];
-  st = fl__launch_grid(plan, args, grid, g, err);
+  st = launch_grid(plan, args, grid, g, err);
   if (FL__UNLIKELY(st != FL_OK)) return st;
   return submit_packed(plan, stream, buf, g, err);
 }
@@ -134,4 +145,16 @@ fl_status fl_launch_words(const fl_plan *plan, uint64_t stream, const uint64_t *
   st = words_grid(plan, words, grid, g, err);
   if (FL__UNLIKELY(st != FL_OK)) return st;
   return submit_packed(plan, stream, buf, g, err);
+}
+
+/* What a launch with these values would get as its grid (include/fastlaunch.h). */
+fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *args, size_t nargs, const int64_t *grid,
+                               uint32_t out[3], fl_error *err) {
+  fl_error local;
+  if (!err) err = &local;
+  if (!plan) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
+  if (nargs != plan->nruntime)
+    return fl__fail(err, FL_BAD_ARG_COUNT, true, "args_size_mismatch:%zu:%zu", nargs, plan->nruntime);
+  if (nargs && !args) return fl__fail(err, FL_BAD_VALUE, false, "args_null");
+  return launch_grid(plan, args, grid, out, err);
 }

@@ -233,14 +233,3 @@ FL__NOINLINE fl_status fl__plan_grid_resolve(const fl_plan *plan, const fl_value
       return fl__plan_check_grid(plan, grid, out, err);
   }
 }
-
-fl_status fl_plan_resolve_grid(const fl_plan *plan, const fl_value *args, size_t nargs, const int64_t *grid,
-                               uint32_t out[3], fl_error *err) {
-  fl_error local;
-  if (!err) err = &local;
-  if (!plan) return fl__fail(err, FL_BAD_DESCRIPTOR, true, "plan_null");
-  if (nargs != plan->nruntime)
-    return fl__fail(err, FL_BAD_ARG_COUNT, true, "args_size_mismatch:%zu:%zu", nargs, plan->nruntime);
-  if (nargs && !args) return fl__fail(err, FL_BAD_VALUE, false, "args_null");
-  return fl__launch_grid(plan, args, grid, out, err);
-}

@@ -61,9 +61,6 @@ static inline bool fl__grid_fits(const fl_plan *plan, const int64_t g[3], uint32
   return false;
 }
 
-/* The grid of a launch: the static grid and the common computed one inline, the rest through
- * fl__plan_grid_resolve. fl_plan_resolve_grid answers through this too, so it shows what a launch
- * gets. */
 /* A static plan launched without a grid: true with its grid in g. */
 static inline bool fl__plan_grid_static(const fl_plan *plan, const int64_t *grid, uint32_t g[3]) {
   if (FL__UNLIKELY(plan->grid_mode != FL_GRID_STATIC || grid != NULL)) return false;
@@ -71,14 +68,6 @@ static inline bool fl__plan_grid_static(const fl_plan *plan, const int64_t *grid
   g[1] = plan->static_grid[1];
   g[2] = plan->static_grid[2];
   return true;
-}
-
-static inline fl_status fl__launch_grid(const fl_plan *plan, const fl_value *args, const int64_t *grid, uint32_t g[3],
-                                        fl_error *err) {
-  if (fl__plan_grid_static(plan, grid, g)) return FL_OK;
-  if (plan->grid_1d && grid == NULL && fl__plan_grid_one_dim(plan, args, g)) return FL_OK;
-  if (plan->grid_mode == FL_GRID_CALLER && grid != NULL && fl__grid_fits(plan, grid, g)) return FL_OK;
-  return fl__plan_grid_resolve(plan, args, grid, g, err);
 }
 
 #endif

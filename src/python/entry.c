@@ -2,7 +2,7 @@
  * every steady-state decision, in C and only here (a profiler or debug flag, launch hooks, the
  * launcher the plan was built from, the call's keywords), then launches the plan; anything else
  * goes back to the bound launch (bind.py, the promotion policy) through its entry_fallback method. */
-#include "ext.h"
+#include "call_args.h"
 #include "watch.h"
 
 /* The entry skips its two lookups (a flag in a module's or a dict's entries, the autotuner's

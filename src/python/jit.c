@@ -567,8 +567,6 @@ PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size
   /* The caller holds `call` through the call, so its grid stays: kernel[grid] reuses a JitCall
    * (and replaces its grid) only while nobody but its dispatcher holds it. */
   JitCallObject *call = (JitCallObject *)callable;
-  if (Py_TYPE(call->target) == call->state->jit_type)
-    return run_grid(call->target, call->grid, args, PyVectorcall_NARGS(nargsf), kwnames);
-  return fl_ext_autotune_call(call->target, call->grid, args, nargsf, kwnames);
+  return run_grid(call->target, call->grid, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
 

@@ -1,6 +1,13 @@
-/* jit.h: the types shared by the three files of Triton's JIT dispatcher: jit.c (a call: key, table,
- * device, stream, grid, launch), jit_types.c (the JitDispatcher and JitCall types, binding variants,
- * revalidation) and jit_subscript.c (the class's __getitem__). Private to src/python. */
+/* jit.h: the types shared by the files of Triton's JIT dispatcher, in layers, each calling only into
+ * the ones before it (tests/python/test_tree.py checks it):
+ *   jit_grid.c      a grid that is a value, read as Triton reads it
+ *   jit_key.c       the key of a call and the memo of the last fast call's form
+ *   jit_table.c     a variant's entry, the table, revalidation, torch's C shim
+ *   jit.c           a call: bind, key, table, device, stream, grid, launch, or Triton's run
+ *   jit_types.c     the JitDispatcher type: construction, binding variants, counts
+ *   autotune.c      the AutotuneDispatcher, over the JIT's (it includes ext.h only)
+ *   jit_subscript.c JitCall (kernel[grid]) and JitSubscript (the class's __getitem__)
+ * Private to src/python. */
 #ifndef FL_JIT_H
 #define FL_JIT_H
 
@@ -307,20 +314,18 @@ void fl_jit_memo_free(jit_memo *m);
 void fl_jit_memo_clear(JitObject *self);
 void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t nargs, PyObject *kwnames);
 int fl_jit_memo_entry(jit_entry *e, Py_ssize_t nparams, const uint8_t *param_const);
-/* jit.c */
-PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
-PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
-/* jit_types.c */
+/* jit_table.c */
 void fl_jit_entry_free(jit_entry *e);
 void fl_jit_table_clear(JitObject *self);
 int fl_jit_table_put(JitObject *self, jit_entry *e);
 FL_EXT_COLD int fl_jit_revalidate(JitObject *self);
-PyObject *fl_jit_new_call(fl_ext_state *st, PyObject *target, PyObject *grid);
+extern PyMethodDef fl_ext_jit_methods[];
+/* jit.c: run(*args, grid=, warmup=, **kwargs), and a JitCall (kernel[grid]) of a JitDispatcher */
+PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* jit_grid.c */
 int fl_jit_read_grid(PyObject *grid, int64_t g[3]);
 int fl_jit_grid_product_wraps(const int64_t g[3]);
-/* jit_subscript.c */
-extern PyType_Spec fl_jit_subscript_spec;
 
 /* ---- the memo's match, inlined into the call (jit.c) ---- */
 

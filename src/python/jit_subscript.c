@@ -1,7 +1,76 @@
-/* jit_subscript.c: JitSubscript, the __getitem__ fastlaunch gives a JITFunction class, so that
- * kernel[grid] hands out a JitCall (jit_types.c) to the kernel's dispatcher (jit.c) without a Python
- * frame; registered by fl_ext_add_jit_types. */
+/* jit_subscript.c: the top of Triton's JIT dispatcher. JitSubscript, the __getitem__ fastlaunch
+ * gives a JITFunction class, so that kernel[grid] hands out a JitCall to the kernel's dispatcher
+ * (a JitDispatcher, jit.c, or an AutotuneDispatcher, autotune.c) without a Python frame. Depends on
+ * both; nothing below depends on it. */
 #include "jit.h"
+
+/* ---- JitCall ---- */
+static int jit_call_traverse(PyObject *op, visitproc visit, void *arg) {
+  JitCallObject *self = (JitCallObject *)op;
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->target);
+  Py_VISIT(self->grid);
+  return 0;
+}
+
+static int jit_call_clear(PyObject *op) {
+  JitCallObject *self = (JitCallObject *)op;
+  Py_CLEAR(self->target);
+  Py_CLEAR(self->grid);
+  return 0;
+}
+
+static void jit_call_dealloc(PyObject *op) {
+  JitCallObject *self = (JitCallObject *)op;
+  PyTypeObject *tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  jit_call_clear((PyObject *)self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef jit_call_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(JitCallObject, vectorcall), Py_READONLY, NULL},
+    {"grid", Py_T_OBJECT_EX, offsetof(JitCallObject, grid), Py_READONLY, "the grid of kernel[grid]"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot jit_call_slots[] = {
+    {Py_tp_dealloc, jit_call_dealloc},
+    {Py_tp_traverse, jit_call_traverse},
+    {Py_tp_clear, jit_call_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, jit_call_members},
+    {Py_tp_doc, "kernel[grid]: calling it launches the kernel as Triton's JIT would."},
+    {0, NULL},
+};
+
+static PyType_Spec jit_call_spec = {
+    .name = "fastlaunch._C.JitCall",
+    .basicsize = sizeof(JitCallObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = jit_call_slots,
+};
+
+/* kernel[grid] on an autotuned kernel. */
+static PyObject *autotune_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  /* The caller holds `call` through the call, so its grid stays (see fl_jit_call_vectorcall). */
+  JitCallObject *call = (JitCallObject *)callable;
+  return fl_ext_autotune_call(call->target, call->grid, args, nargsf, kwnames);
+}
+
+/* A JitCall of a dispatcher: its vectorcall is the target's kind's, chosen once here. */
+static PyObject *new_call(fl_ext_state *st, PyObject *target, PyObject *grid) {
+  JitCallObject *call = PyObject_GC_New(JitCallObject, st->jit_call_type);
+  if (!call) return NULL;
+  call->vectorcall = Py_TYPE(target) == st->jit_type ? fl_jit_call_vectorcall : autotune_call_vectorcall;
+  call->state = st;
+  call->target = Py_NewRef(target);
+  call->grid = Py_NewRef(grid);
+  PyObject_GC_Track(call);
+  return (PyObject *)call;
+}
 
 /* ---- JitSubscript: the class's __getitem__ ---- */
 typedef struct {
@@ -62,7 +131,7 @@ static PyObject *spare_or_new(SubscriptObject *sub, PyObject *run, PyObject *ker
     Py_SETREF(((JitCallObject *)spare)->grid, Py_NewRef(grid));
     return Py_NewRef(spare);
   }
-  PyObject *call = fl_jit_new_call(sub->state, run, grid);
+  PyObject *call = new_call(sub->state, run, grid);
   if (call && !spare) *spare_at = Py_NewRef(call);
   return call;
 }
@@ -273,10 +342,18 @@ static PyType_Slot subscript_slots[] = {
     {0, NULL},
 };
 
-PyType_Spec fl_jit_subscript_spec = {
+static PyType_Spec subscript_spec = {
     .name = "fastlaunch._C.JitSubscript",
     .basicsize = sizeof(SubscriptObject),
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
              Py_TPFLAGS_METHOD_DESCRIPTOR,
     .slots = subscript_slots,
 };
+
+/* JitCall and JitSubscript, registered after the dispatchers they hand calls to. */
+int fl_ext_add_jit_call_types(PyObject *module, fl_ext_state *st) {
+  st->jit_call_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &jit_call_spec, NULL);
+  if (!st->jit_call_type || PyModule_AddType(module, st->jit_call_type) < 0) return -1;
+  st->jit_subscript_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &subscript_spec, NULL);
+  return !st->jit_subscript_type || PyModule_AddType(module, st->jit_subscript_type) < 0 ? -1 : 0;
+}

@@ -210,6 +210,7 @@ static int module_exec(PyObject *module) {
   if (fl_ext_add_entry_type(module, st) < 0) return -1;
   if (fl_ext_add_jit_types(module, st) < 0) return -1;
   if (fl_ext_add_autotune_type(module, st) < 0) return -1;
+  if (fl_ext_add_jit_call_types(module, st) < 0) return -1;
 #ifdef FL_TESTING
   if (fl_ext_add_testing_types(module, st) < 0) return -1;
   if (PyModule_AddFunctions(module, fl_ext_testing_methods) < 0) return -1;

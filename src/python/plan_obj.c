@@ -1,5 +1,5 @@
 /* plan_obj.c: the Plan type: a plan built once from a typed spec, launched through vectorcall. */
-#include "ext.h"
+#include "call_args.h"
 
 /* plan(*args, stream=0, grid=None) */
 static PyObject *plan_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {

@@ -1,6 +1,6 @@
 /* testing.c: hooks for tests and benchmarks, kept out of the runtime types: fault injection,
  * grid_eval, the extraction floor (Floor), a C call loop and the backend's own launch loop. */
-#include "ext.h"
+#include "call_args.h"
 #include "fastlaunch_testing.h"
 
 #include <time.h>

@@ -1,6 +1,7 @@
 """The tree has no circles: no Python module of the package or of tools/fldev imports (at any depth
-in its body) a module that imports it back, and no C header or source includes its way back to
-itself."""
+in its body) a module that imports it back, no C header or source includes its way back to itself,
+and no C file calls its way back to itself (a file depends on the file defining each function it
+calls or takes the address of: a .c file's external functions, a header's inline ones)."""
 
 import ast
 import os
@@ -65,6 +66,69 @@ def c_graph():
             included = re.findall(r'^#include "([^"]+)"', f.read(), re.M)
         graph[rel] = {t for inc in included for t in by_base.get(os.path.basename(inc), []) if t != rel}
     return graph
+
+
+def _blank_code(text):
+    """Comments, strings, character literals and preprocessor lines blanked, lines kept."""
+    def blank(m):
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    text = re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', blank, text, flags=re.S)
+    return re.sub(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", blank, text, flags=re.M)
+
+
+def call_graph(texts):
+    """{file: {files it calls into}} over {file: C source text}. A function defined in the caller's
+    own file is its own; otherwise a name resolves to the file defining it with external linkage
+    (a .c file) or inline (a header); a static function of another .c file is not visible."""
+    defs, bodies = {}, {}
+    for rel, text in texts.items():
+        lines = _blank_code(text).split("\n")
+        for name, line, count in c_functions(text):
+            head = " ".join(lines[max(0, line - 2):line])
+            static = re.search(r"\bstatic\b[^;{}]*\b" + name + r"\s*\(", head) is not None
+            if rel.endswith(".h") or not static:
+                defs.setdefault(name, set()).add(rel)
+            bodies.setdefault(rel, []).append((name, "\n".join(lines[line - 1:line - 1 + count])))
+    graph = {rel: set() for rel in texts}
+    for rel, fns in bodies.items():
+        own = {n for n, _ in fns}
+        for _, body in fns:
+            for ident in set(re.findall(r"\b[A-Za-z_]\w*\b", body)) - own:
+                graph[rel] |= defs.get(ident, set()) - {rel}
+    return graph
+
+
+def c_texts():
+    texts = {}
+    for top in ("include", "src"):
+        for d, _, names in os.walk(os.path.join(ROOT, top)):
+            for n in names:
+                if n.endswith((".c", ".h")):
+                    with open(os.path.join(d, n)) as f:
+                        texts[os.path.relpath(os.path.join(d, n), ROOT)] = f.read()
+    return texts
+
+
+def test_no_call_circle_among_c_files():
+    graph = call_graph(c_texts())
+    assert sum(len(v) for v in graph.values()) > 100
+    # The JIT's layers, bottom up, each calling only into layers below it.
+    jit = ["jit_grid.c", "jit_key.c", "jit_table.c", "jit.c", "jit_types.c", "autotune.c", "jit_subscript.c"]
+    for i, name in enumerate(jit):
+        above = {f"src/python/{n}" for n in jit[i + 1:]}
+        assert graph[f"src/python/{name}"] & above == set(), name
+    assert cycles(graph) == []
+
+
+def test_the_call_graph_finds_a_circle_through_a_header():
+    texts = {"a.h": "static inline int a_get(void) { return b_impl(); }\n",
+             "b.c": "#include \"a.h\"\nint b_impl(void) { return 1; }\nint b_twice(void) { return a_get() * 2; }\n",
+             "c.c": "static int helper(void) { return 0; }\nint c_use(void) { return b_twice() + helper(); }\n",
+             "d.c": "static int helper(void) { return 1; }\n"}
+    graph = call_graph(texts)
+    assert graph == {"a.h": {"b.c"}, "b.c": {"a.h"}, "c.c": {"b.c"}, "d.c": set()}
+    assert cycles(graph) == [["a.h", "b.c", "a.h"]]
 
 
 def test_no_circle_among_python_modules():
