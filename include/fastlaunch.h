@@ -385,7 +385,7 @@ typedef struct fl_grid_program fl_grid_program;
 /* Compiles one expression. `names` (nnames entries, may be NULL) name the variables; $N names
  * variable N. The language is Python's integer expressions, with Python's precedence: decimal
  * literals, + - * // % << >>, unary + -, min(...), max(...), cdiv(a, b) and ceildiv(a, b) (ceiling
- * division), one comparison == != < <= > >= (1 when true, 0 when false; a chained a < b < c is
+ * division), next_power_of_2(n) (Triton's: the smallest power of 2 >= n, 0 for n <= 0), one comparison == != < <= > >= (1 when true, 0 when false; a chained a < b < c is
  * refused with "grid_expr_syntax:<offset>:chained comparison"), and the conditional `A if C else B`
  * (lowest precedence, right-associative), which evaluates only the branch C chooses, so
  * `0 if d == 0 else n // d` never divides by zero. Refuses anything outside the language with

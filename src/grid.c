@@ -14,12 +14,12 @@
  * out as  C, JZ, A, JMP, B  with forward jumps relative to the next instruction, so only the chosen
  * branch runs. Every other opcode is an operator: it replaces the top of the stack a by a op b,
  * where b is popped, or is the instruction's argument when OP_K is added (the common shape
- * `x // -128` after folding). Negation ignores b and is always emitted with OP_K, so it pops
- * nothing. Comparisons give 1 or 0, as Python's True and False are 1 and 0 in arithmetic. */
+ * `x // -128` after folding). Negation and next_power_of_2 ignore b and are always emitted with
+ * OP_K, so they pop nothing. Comparisons give 1 or 0, as Python's True and False are 1 and 0 in arithmetic. */
 enum {
   OP_CONST, OP_VAR, OP_JZ, OP_JMP,
   OP_NEG, OP_ADD, OP_SUB, OP_MUL, OP_FLOORDIV, OP_MOD, OP_CDIV, OP_SHL, OP_SHR, OP_MIN, OP_MAX,
-  OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,
+  OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_NPOW2,
   OP_K = 32
 };
 
@@ -112,6 +112,17 @@ __attribute__((always_inline)) static inline int run(const ins *ip, size_t n, co
       OPERATOR(OP_LE) sp[-1] = a <= b; continue;
       OPERATOR(OP_GT) sp[-1] = a > b; continue;
       OPERATOR(OP_GE) sp[-1] = a >= b; continue;
+      /* Triton's next_power_of_2: n - 1, its bits below the highest set one set, plus 1 (0 for
+       * n <= 0, as Python computes it); on int64 only n - 1 and the final + 1 can overflow. */
+      OPERATOR(OP_NPOW2) {
+        (void)b;
+        if (a == INT64_MIN) return E_OVF;
+        int64_t m = a - 1;
+        for (int s = 1; s <= 32; s <<= 1) m |= m >= 0 ? m >> s : ~(~m >> s);
+        if (m == INT64_MAX) return E_OVF;
+        sp[-1] = m + 1;
+        continue;
+      }
       default: return E_OVF; /* not an opcode: the compiler never emits one */
     }
   }
@@ -305,8 +316,8 @@ static int parse_expr(parser *p);
 
 static int enter(parser *p) { return ++p->nesting > GRID_MAX_NESTING ? REFUSE(p, "grid_expr_too_deep") : 0; }
 
-/* min(...) and max(...) take one argument or more, cdiv and ceildiv exactly two; each argument
- * after the first is combined with the ones before, left to right. */
+/* min(...) and max(...) take one argument or more, cdiv and ceildiv exactly two, next_power_of_2
+ * exactly one; each argument after the first is combined with the ones before, left to right. */
 static int parse_call(parser *p, size_t name_pos, size_t name_len) {
   const char *name = p->src + name_pos;
   uint32_t op;
@@ -314,6 +325,7 @@ static int parse_call(parser *p, size_t name_pos, size_t name_len) {
   else if (name_len == 3 && memcmp(name, "max", 3) == 0) op = OP_MAX;
   else if ((name_len == 4 && memcmp(name, "cdiv", 4) == 0) || (name_len == 7 && memcmp(name, "ceildiv", 7) == 0))
     op = OP_CDIV;
+  else if (name_len == 15 && memcmp(name, "next_power_of_2", 15) == 0) op = OP_NPOW2;
   else return REFUSE(p, "grid_expr_unknown_function:%.*s", shown(name_len), name);
   if (enter(p) || next(p)) return -1; /* past '(' */
   size_t nargs = 0;
@@ -326,7 +338,9 @@ static int parse_call(parser *p, size_t name_pos, size_t name_len) {
       return fail_expected(p, "expected ',' or ')'");
     }
   }
-  if (op == OP_CDIV ? nargs != 2 : nargs < 1) return REFUSE(p, "grid_expr_bad_arity:%.*s", shown(name_len), name);
+  if (op == OP_CDIV ? nargs != 2 : op == OP_NPOW2 ? nargs != 1 : nargs < 1)
+    return REFUSE(p, "grid_expr_bad_arity:%.*s", shown(name_len), name);
+  if (op == OP_NPOW2) b_push(&p->b, OP_CONST, 0), b_binary(&p->b, OP_NPOW2);
   p->nesting--;
   return next(p);
 }

@@ -22,15 +22,17 @@ import dataclasses
 import logging
 import sys
 import os
+import types
 import weakref
 
 from fastlaunch import _C
 from fastlaunch._C import FastLaunchPlanUnavailable
 from fastlaunch.grid_trace import ABSENT as _ABSENT, NotTraceable as _NotTraceable, trace_grid
+from fastlaunch.heuristic_trace import guards_hold, read_heuristic
 
 log = logging.getLogger("fastlaunch")
 
-_state = {"enabled": False, "getitems": [], "backend": "cuda"}
+_state = {"enabled": False, "getitems": [], "backend": "cuda", "tuner_run": None}
 _dispatchers: "weakref.WeakSet" = weakref.WeakSet()
 _not_bound: dict = {}
 
@@ -63,6 +65,15 @@ def enable(*, backend: str = "cuda") -> None:
         _state["getitems"].append((cls, had, stock))
         cls.__getitem__ = sub = _C.JitSubscript(stock, _attach)
         sub.take_slot(cls)  # kernel[grid] calls it from the class's slot (CPython undoes this on reassignment)
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        Autotuner = None
+    if Autotuner is not None and isinstance(Autotuner.__dict__.get("run"), types.FunctionType):
+        # Subclasses' super().run reaches an admitted instance's dispatcher through the slot.
+        stock = Autotuner.__dict__["run"]
+        Autotuner.run = _C.TunerSlot(stock)
+        _state["tuner_run"] = (Autotuner, stock)
     _state["enabled"] = True
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
@@ -76,11 +87,18 @@ def disable() -> None:
             cls.__getitem__ = stock
         else:
             del cls.__getitem__
+    if _state["tuner_run"] is not None:
+        cls, stock = _state["tuner_run"]
+        cls.run = stock
+        _state["tuner_run"] = None
     for d in list(_dispatchers):
-        owner = d.fn if hasattr(d, "fn") else d.autotuner
+        owner = _owner(d)
         if vars(owner).get("run") is d:
             del owner.__dict__["run"]
-        d.clear()
+        if vars(owner).get("_fastlaunch_run") is d:
+            del owner.__dict__["_fastlaunch_run"]
+        if hasattr(d, "clear"):
+            d.clear()
     for fn in list(_refused):
         fn.__dict__.pop("run", None)
     _refused.clear()
@@ -135,29 +153,124 @@ def _inner_run(fn):
     return fn.run
 
 
+def _tuner_run():
+    """Triton's own Autotuner.run (the slot keeps it while fastlaunch serves the JIT)."""
+    from triton.runtime.autotuner import Autotuner
+
+    return _state["tuner_run"][1] if _state["tuner_run"] is not None else Autotuner.run
+
+
+# What Autotuner.run reads on a tuned key; a subclass that defines any of these (a property, a
+# method) may decide otherwise than the dispatcher computes, and stays Triton's.
+_TUNER_READS = {"cache", "keys", "arg_names", "configs", "fn", "nargs", "best_config", "__getattribute__",
+                "__getattr__", "__setattr__", "__getitem__"}
+
+
+def _subclass_refusal(fn):
+    """Why an Autotuner subclass is not served (None: its own run runs, its super().run is served)."""
+    from triton.runtime.autotuner import Autotuner
+
+    if _state["tuner_run"] is None:
+        return "kernel_wrapper_subclass"
+    for cls in type(fn).__mro__:
+        if cls is Autotuner:
+            return None
+        clash = _TUNER_READS & set(vars(cls))
+        if clash:
+            return f"autotuner_subclass_defines:{sorted(clash)[0]}"
+    return "kernel_wrapper_subclass"
+
+
 def _attach_wrapper(fn) -> None:
-    """An Autotuner gets a dispatcher of its own (autotune.c); a Heuristics keeps Triton's run (its
-    heuristics are Python functions, called as Triton calls them) over a served inner kernel."""
+    """An Autotuner gets a dispatcher of its own (autotune.c), and so does a Heuristics
+    (heuristics.c). An Autotuner subclass whose own run calls super().run keeps its run; the super()
+    call reaches the dispatcher through the TunerSlot."""
     from triton.runtime.autotuner import Autotuner, Heuristics
 
-    if isinstance(fn, Heuristics) and type(fn).run is Heuristics.run:
-        _inner_run(fn.fn)
-        _refuse(fn, "heuristics_run_by_triton")
-        return
-    if not isinstance(fn, Autotuner) or type(fn).run is not Autotuner.run:
+    if isinstance(fn, Heuristics):
+        if type(fn).run is not Heuristics.run:
+            return _refuse(fn, "kernel_wrapper_subclass")
+        return _attach_heuristics(fn)
+    if not isinstance(fn, Autotuner):
         return _refuse(fn, "kernel_wrapper_subclass")
+    stock = _tuner_run()
+    subclass = type(fn).run is not stock and type(fn).run is not Autotuner.run
+    if subclass and _subclass_refusal(fn):
+        return _refuse(fn, _subclass_refusal(fn))
     try:
         _inner_run(fn.fn)
         policy = _AutotunePolicy(fn)
         names = tuple(sys.intern(n) for n in fn.arg_names)
         keys = tuple(names.index(k) for k in fn.keys if k in names)
-        d = _C.AutotuneDispatcher(fn, type(fn).run.__get__(fn), policy, arg_names=names, key_params=keys,
+        d = _C.AutotuneDispatcher(fn, stock.__get__(fn), policy, arg_names=names, key_params=keys,
                                   configs=fn.configs)
     except Exception as exc:  # noqa: BLE001 - an Autotuner this does not recognise stays Triton's
         return _refuse(fn, f"unrecognised_autotuner:{type(exc).__name__}")
     policy.dispatcher = weakref.ref(d)
+    _dispatchers.add(d)
+    if subclass:
+        fn.__dict__["_fastlaunch_run"] = d  # its own run stays: the subscript hands calls to it
+        fn.__dict__["run"] = type(fn).run.__get__(fn)
+        _refused.add(fn)
+    else:
+        fn.__dict__["run"] = d
+
+
+def _attach_heuristics(fn) -> None:
+    try:
+        policy = _HeuristicsPolicy(fn)
+        names = tuple(sys.intern(n) for n in fn.arg_names)
+        d = _C.HeuristicsDispatcher(fn, type(fn).run.__get__(fn), policy, arg_names=names)
+    except Exception as exc:  # noqa: BLE001 - a Heuristics this does not recognise stays Triton's
+        return _refuse(fn, f"unrecognised_heuristics:{type(exc).__name__}")
+    policy.dispatcher = weakref.ref(d)
+    _inner_run(fn.fn)
     fn.__dict__["run"] = d
     _dispatchers.add(d)
+
+
+class _HeuristicsPolicy:
+    """What the HeuristicsDispatcher of one Heuristics cannot decide in C: each value's form, read
+    from its function's code (heuristic_trace), and the inner kernel's run."""
+
+    def __init__(self, heuristics):
+        self.heuristics = heuristics
+        self.arg_names = tuple(heuristics.arg_names)
+        self.dispatcher = None
+        self.read = None  # (the values' items, their guards, the specs) as last read
+
+    def revalidate(self):
+        """(stock reason or None, watched dicts, inner run, value specs, or None when the specs
+        the dispatcher holds still stand: a watched dict changed, not what the forms read)."""
+        h = self.heuristics
+        values = getattr(h, "values", None)
+        if not isinstance(values, dict) or tuple(h.arg_names) != self.arg_names:
+            return ("heuristics_unrecognised", (vars(h),), None, ())
+        items = tuple(values.items())
+        if self.read is not None and len(items) == len(self.read[0]) and all(
+                a is c and b is d for (a, b), (c, d) in zip(items, self.read[0])) and guards_hold(self.read[1]):
+            return (None, self.read[3], _inner_run(h.fn), None)
+        watched = {id(vars(h)): vars(h), id(values): values}
+        specs, guards = [], []
+        for name, fn in items:
+            if type(name) is not str:  # noqa: E721 - Triton passes it as a keyword: its error
+                return ("heuristics_name", tuple(watched.values()), None, ())
+            form, read = read_heuristic(fn)
+            specs.append((sys.intern(name), fn, form))
+            guards += read
+            watched.update((id(d), d) for d, _, _ in read)
+        self.read = (items, tuple(guards), tuple(specs), tuple(watched.values()))
+        return (None, self.read[3], _inner_run(h.fn), self.read[2])
+
+
+def _owner(d):
+    return d.fn if hasattr(d, "fn") else d.heuristics if hasattr(d, "heuristics") else d.autotuner
+
+
+def _base_name(fn):
+    while not hasattr(fn, "__name__") and hasattr(fn, "fn"):
+        fn = fn.fn
+    return getattr(fn, "__name__", "?")
 
 
 def sites():
@@ -166,9 +279,11 @@ def sites():
     for d in list(_dispatchers):
         if hasattr(d, "fn"):
             out.append((f"jit:{getattr(d.fn, '__name__', '?')}", d.counts))
+        elif hasattr(d, "heuristics"):
+            out.append((f"heuristics:{_base_name(d.heuristics.fn)}", d.counts))
         else:
-            base = getattr(d.autotuner, "base_fn", None)
-            out.append((f"autotune:{getattr(base, '__name__', '?')}", d.counts))
+            kind = "autotune" if type(d.autotuner).__name__ == "Autotuner" else f"autotune[{type(d.autotuner).__name__}]"
+            out.append((f"{kind}:{_base_name(d.autotuner.fn)}", d.counts))
     return sorted(out, key=lambda x: x[0])
 
 

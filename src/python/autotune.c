@@ -17,58 +17,8 @@
  * (it benchmarks or reads its cache; the policy binds the config it picked), warmup, a config with
  * a pre_hook, an argument whose kind the key does not know, a keyword a config also sets, and what
  * the policy (fastlaunch.triton_jit) names when a watched dict changes (the tuner's cache, knobs). */
-#include "ext.h"
-#include "watch.h"
+#include "autotune.h"
 
-#define AT_MAX_KEY 256   /* key words; a longer key goes to Triton */
-#define AT_MAX_ENTRIES 256
-#define AT_MAX_KW 64
-
-enum { A_ABSENT = 1, A_INT, A_UINT, A_NEG, A_BOOL, A_NONE, A_FLOAT, A_STR, A_DTYPE, A_DTYPE_OBJ };
-
-typedef struct {
-  uint64_t words[AT_MAX_KEY];
-  size_t n;
-} at_key;
-
-typedef struct {
-  uint64_t *key;
-  size_t nkey;
-  uint64_t hash;
-  PyObject *config;     /* Triton's Config; NULL: refused (reason) */
-  PyObject *refusal;
-  PyObject *names;      /* tuple: config.all_kwargs() keys */
-  PyObject *values;     /* tuple: its values */
-  PyObject *kw_in;      /* the call's kwnames last seen (borrowed identity, may be NULL) ... */
-  int kw_form;
-  PyObject *kw_out;     /* ... and the kwnames the inner call gets for them */
-  PyObject *keep;       /* strs the key holds by identity */
-} at_entry;
-
-typedef struct {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
-  fl_ext_state *state;
-  PyObject *autotuner;
-  PyObject *stock_run;    /* Triton's Autotuner.run, bound */
-  PyObject *policy;       /* revalidate() and bind(...) */
-  PyObject *arg_names;    /* tuple of str */
-  Py_ssize_t *key_params; /* indices into arg_names of the key's names that are parameters */
-  Py_ssize_t nkeys;
-  PyObject *configs;      /* the tuner's list; its length decides whether there is a key */
-  PyObject *inner;        /* a JitDispatcher, or the inner kernel's run (called with grid=, warmup=) */
-  int inner_is_jit;
-  PyObject *stock_reason; /* str while every call goes to Triton */
-  fl_ext_watch watch;
-  PyObject *last_best;    /* the config this dispatcher last stored as best_config (borrowed) */
-  int nargs_dirty;        /* Triton's run left `nargs` set (it raised): set it back to None */
-  PyObject *spare_call;
-  PyObject *stock_counts;
-  unsigned long long fast, stock;
-  at_entry *entries;
-  size_t count;
-  PyObject *weakrefs;
-} AutotuneObject;
 
 static void entry_release(at_entry *e) {
   PyMem_Free(e->key);
@@ -77,6 +27,7 @@ static void entry_release(at_entry *e) {
   Py_XDECREF(e->names);
   Py_XDECREF(e->values);
   Py_XDECREF(e->kw_out);
+  Py_XDECREF(e->kw_in);
   Py_XDECREF(e->keep);
   memset(e, 0, sizeof *e);
 }
@@ -85,101 +36,6 @@ static void table_clear(AutotuneObject *self) {
   for (size_t i = 0; i < self->count; i++) entry_release(&self->entries[i]);
   self->count = 0;
   self->last_best = NULL;
-}
-
-/* ---- the key ---- */
-static int push(at_key *k, uint64_t w) {
-  if (FL_EXT_UNLIKELY(k->n >= AT_MAX_KEY)) return -1;
-  k->words[k->n++] = w;
-  return 0;
-}
-
-static uint64_t key_hash(const at_key *k) {
-  uint64_t h = k->n;
-  for (size_t i = 0; i < k->n; i++) h = (((h << 7) | (h >> 57)) ^ k->words[i]) * 0x9E3779B97F4A7C15ull;
-  return h ^ (h >> 29);
-}
-
-/* A key value (a parameter named in `key`): 0, or 1 when its kind is not one the key reads. */
-static int key_value(at_key *k, PyObject *v) {
-  if (v == Py_None) return push(k, A_NONE) ? 1 : 0;
-  if (PyBool_Check(v)) return push(k, A_BOOL | (uint64_t)(v == Py_True) << 8) ? 1 : 0;
-  if (PyLong_CheckExact(v)) {
-    uint64_t mag;
-    int neg;
-    if (!fl_ext_int_digits(v, &mag, &neg)) return 1;
-    return push(k, neg ? A_NEG : A_INT) || push(k, mag) ? 1 : 0;
-  }
-  if (PyFloat_CheckExact(v)) {
-    double d = PyFloat_AS_DOUBLE(v);
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    return push(k, A_FLOAT) || push(k, bits) ? 1 : 0;
-  }
-  if (PyUnicode_CheckExact(v)) return push(k, A_STR) || push(k, (uint64_t)(uintptr_t)v) ? 1 : 0;
-  return 1;
-}
-
-/* A named argument: its dtype enters the key when it has one. 0, or 1 when its kind is unknown
- * (it might have a dtype the key cannot read). */
-static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
-  if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_CheckExact(v))
-    return 0;
-  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
-  uint64_t p;
-  int where, index, dtype;
-  if (st->door && st->door->unpack_typed(v, &p, &where, &index, &dtype))
-    return push(k, A_DTYPE | pos << 8 | (uint64_t)(uint32_t)dtype << 32) ? 1 : 0;
-  /* No door (or not a tensor it reads): the dtype object by identity, which the policy keeps alive
-   * with the entry (torch's dtypes are singletons: one object per str(dtype)). */
-  PyObject *dt = PyObject_GetAttr(v, st->str_dtype);
-  if (!dt) {
-    PyErr_Clear(); /* no dtype attribute, or one that raises: Triton's path says what happens */
-    return 1;
-  }
-  int r = push(k, A_DTYPE_OBJ | pos << 8) || push(k, (uint64_t)(uintptr_t)dt);
-  Py_DECREF(dt);
-  return r ? 1 : 0;
-}
-
-/* The key of a call, as Autotuner.run builds its tuple: 0, or 1 with *why. */
-static int make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, at_key *k,
-                    const char **why) {
-  Py_ssize_t nnames = PyTuple_GET_SIZE(self->arg_names);
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  k->n = 0;
-  if ((Py_ssize_t)nargs > nnames) return *why = "positional_args", 1;
-  if (PyList_GET_SIZE(self->configs) <= 1) return 0; /* one config: no key */
-  for (Py_ssize_t j = 0; j < self->nkeys; j++) {
-    Py_ssize_t p = self->key_params[j];
-    PyObject *v = NULL;
-    if (p < (Py_ssize_t)nargs) {
-      v = args[p];
-    } else {
-      for (Py_ssize_t kk = 0; kk < nkw && !v; kk++)
-        if (fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk)) == p) v = args[nargs + (size_t)kk];
-    }
-    if (!v) {
-      if (push(k, A_ABSENT)) return *why = "key_too_long", 1;
-    } else if (key_value(k, v)) {
-      return *why = "key_value_kind", 1;
-    }
-  }
-  for (size_t i = 0; i < nargs; i++)
-    if (key_dtype(self->state, k, args[i], i)) return *why = "arg_kind", 1;
-  for (Py_ssize_t kk = 0; kk < nkw; kk++) {
-    Py_ssize_t p = fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk));
-    if (p >= 0 && key_dtype(self->state, k, args[nargs + (size_t)kk], 0x10000 | (uint64_t)kk)) return *why = "arg_kind", 1;
-  }
-  return 0;
-}
-
-static at_entry *table_find(AutotuneObject *self, const at_key *k, uint64_t h) {
-  for (size_t i = 0; i < self->count; i++) {
-    at_entry *e = &self->entries[i];
-    if (e->hash == h && e->nkey == k->n && memcmp(e->key, k->words, k->n * sizeof(uint64_t)) == 0) return e;
-  }
-  return NULL;
 }
 
 /* ---- Triton's path ---- */
@@ -263,7 +119,7 @@ static int revalidate(AutotuneObject *self) {
  * called as Autotuner.run calls it and the call came as kernel[grid]. Cached per entry. */
 static PyObject *inner_kwnames(AutotuneObject *self, at_entry *e, PyObject *kwnames, int with_grid) {
   int form = with_grid ? 1 : 0;
-  if (e->kw_out && e->kw_in == kwnames && e->kw_form == form) return e->kw_out;
+  if (e->kw_out && e->kw_form == form && fl_ext_same_names(e->kw_in, kwnames)) return e->kw_out;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, nc = PyTuple_GET_SIZE(e->names);
   PyObject *out = PyTuple_New(nkw + nc + (with_grid ? 2 : 0));
   if (!out) return NULL;
@@ -274,7 +130,7 @@ static PyObject *inner_kwnames(AutotuneObject *self, at_entry *e, PyObject *kwna
     PyTuple_SET_ITEM(out, nkw + nc + 1, Py_NewRef(self->state->str_warmup));
   }
   Py_XSETREF(e->kw_out, out);
-  e->kw_in = kwnames; /* compared by identity only: a stale address costs one rebuild */
+  Py_XSETREF(e->kw_in, Py_XNewRef(kwnames)); /* held: a **kwargs call's new tuple has the same names */
   e->kw_form = form;
   return out;
 }
@@ -322,9 +178,9 @@ static PyObject *at_dispatch(AutotuneObject *self, PyObject *grid, PyObject *con
   if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, NULL, self->stock_reason, NULL);
   at_key k;
   const char *why = NULL;
-  if (make_key(self, args, nargs, kwnames, &k, &why)) return STOCK(why, NULL);
-  uint64_t h = key_hash(&k);
-  at_entry *e = table_find(self, &k, h);
+  if (fl_at_make_key(self, args, nargs, kwnames, &k, &why)) return STOCK(why, NULL);
+  uint64_t h = fl_at_key_hash(&k);
+  at_entry *e = fl_at_table_find(self, &k, h);
   if (!e) return STOCK("first_call_of_key", &k);
   if (!e->config) return stock(self, grid, args, nargs, kwnames, NULL, e->refusal, NULL);
   if (keyword_clash(e, kwnames)) return STOCK("keyword_set_by_config", NULL);
@@ -373,20 +229,50 @@ PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *c
 
 PyObject **fl_ext_autotune_spare(PyObject *dispatcher) { return &((AutotuneObject *)dispatcher)->spare_call; }
 
-/* run(*args, grid=..., warmup=..., **kwargs): Triton's signature. */
+/* The run() form's kwnames without grid= and warmup= (at grid_at and warmup_at), remembered by
+ * their names: a subclass's super().run(*args, **kwargs) builds a new tuple each call. */
+static PyObject *stripped_names(AutotuneObject *self, PyObject *kwnames, Py_ssize_t grid_at, Py_ssize_t warmup_at) {
+  if (self->strip_out && fl_ext_same_names(self->strip_in, kwnames)) return self->strip_out;
+  Py_ssize_t n = PyTuple_GET_SIZE(kwnames), j = 0;
+  PyObject *out = PyTuple_New(n - 2);
+  if (!out) return NULL;
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (i != grid_at && i != warmup_at) PyTuple_SET_ITEM(out, j++, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
+  Py_XSETREF(self->strip_in, Py_NewRef(kwnames));
+  Py_XSETREF(self->strip_out, out);
+  return out;
+}
+
+/* run(*args, grid=..., warmup=..., **kwargs): Triton's signature. Over a JitDispatcher, a call with
+ * grid= and warmup=False takes the kernel[grid] form, which the inner JIT's memo serves. */
 static PyObject *at_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   AutotuneObject *self = (AutotuneObject *)callable;
   size_t nargs = PyVectorcall_NARGS(nargsf);
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, grid_at = -1, warmup_at = -1;
   int warmup = 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-    if (name == self->state->str_warmup || PyUnicode_Compare(name, self->state->str_warmup) == 0) {
+    if (name == self->state->str_grid || PyUnicode_Compare(name, self->state->str_grid) == 0) {
+      grid_at = i;
+    } else if (name == self->state->str_warmup || PyUnicode_Compare(name, self->state->str_warmup) == 0) {
+      warmup_at = i;
       warmup = PyObject_IsTrue(args[nargs + (size_t)i]);
       if (warmup < 0) return NULL;
     }
   }
   if (PyErr_Occurred()) return NULL;
+  if (self->inner_is_jit && grid_at >= 0 && warmup_at >= 0 && !warmup && nargs <= 256 && nkw <= AT_MAX_KW) {
+    PyObject *names = stripped_names(self, kwnames, grid_at, warmup_at);
+    if (!names) return NULL;
+    PyObject *argv[256 + AT_MAX_KW], *grid = args[nargs + (size_t)grid_at];
+    memcpy(argv, args, nargs * sizeof(PyObject *));
+    for (Py_ssize_t i = 0, j = 0; i < nkw; i++)
+      if (i != grid_at && i != warmup_at) argv[nargs + (size_t)j++] = args[nargs + (size_t)i];
+    Py_INCREF(names);
+    PyObject *r = at_dispatch(self, grid, argv, nargs, names, 0);
+    Py_DECREF(names);
+    return r;
+  }
   /* grid= and warmup= are keywords here: not parameters, so not in the key; the inner run gets them. */
   return at_dispatch(self, NULL, args, nargs, kwnames, warmup);
 }
@@ -451,8 +337,8 @@ static PyObject *at_insert(PyObject *op, PyObject *args) {
   at_key k;
   k.n = (size_t)nb / 8;
   memcpy(k.words, PyBytes_AS_STRING(key), (size_t)nb);
-  uint64_t h = key_hash(&k);
-  at_entry *e = table_find(self, &k, h);
+  uint64_t h = fl_at_key_hash(&k);
+  at_entry *e = fl_at_table_find(self, &k, h);
   if (!e) {
     if (self->count >= AT_MAX_ENTRIES) Py_RETURN_FALSE; /* Triton keeps serving the others */
     e = &self->entries[self->count];
@@ -469,6 +355,7 @@ static PyObject *at_insert(PyObject *op, PyObject *args) {
   Py_XSETREF(e->values, Py_NewRef(values));
   Py_XSETREF(e->keep, Py_NewRef(keep));
   Py_CLEAR(e->kw_out);
+  Py_CLEAR(e->kw_in);
   if (!e->config && !e->refusal) e->refusal = PyUnicode_FromString("refused");
   Py_RETURN_TRUE;
 }
@@ -524,6 +411,8 @@ static int at_clear(PyObject *op) {
   Py_CLEAR(self->configs);
   Py_CLEAR(self->inner);
   Py_CLEAR(self->spare_call);
+  Py_CLEAR(self->strip_in);
+  Py_CLEAR(self->strip_out);
   if (self->entries) table_clear(self);
   return 0;
 }

@@ -8,8 +8,9 @@
  *                  call_args.h above it: a call's arguments collected and a plan launched, inline
  *   3. host_kernel.c, plan_obj.c, entry.c: the types HostKernel, Plan, FinalizedLaunch; Triton's
  *      JIT dispatcher in its own layers, bottom up (jit.h): jit_grid.c, jit_key.c, jit_table.c,
- *      jit.c, jit_types.c (JitDispatcher), autotune.c (AutotuneDispatcher), jit_subscript.c
- *      (JitCall, JitSubscript); messages.c the sentences of reason codes
+ *      jit.c, jit_types.c (JitDispatcher), autotune.c (AutotuneDispatcher), heuristics.c
+ *      (HeuristicsDispatcher), jit_subscript.c (JitCall, JitSubscript), tuner_slot.c (Autotuner.run
+ *      for subclasses' super().run); messages.c the sentences of reason codes
  *   4. testing.c   hooks for tests and benchmarks (fault injection, grid_eval, Floor, loops), testing
  *      builds only
  *   5. module.c    the module: state, functions, the types and hooks registered
@@ -62,6 +63,8 @@ typedef struct {
   PyTypeObject *jit_call_type;
   PyTypeObject *jit_subscript_type;
   PyTypeObject *autotune_type; /* autotune.c: Triton's Autotuner's dispatcher */
+  PyTypeObject *heuristics_type; /* heuristics.c: Triton's Heuristics' dispatcher */
+  PyObject *str_heuristics_count;
   int dict_watcher;           /* 3.12+: the watcher id of the JIT's watched dicts */
   /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
   const fl_tensor_door *door;
@@ -217,6 +220,17 @@ typedef struct {
  * the extension can read that way). 0, or -1 with MemoryError. */
 int fl_ext_args_index(fl_ext_args *a, bool words);
 
+/* The same keyword names: the same tuple (a call site's), or one with the same str objects in
+ * the same order (a call with **kwargs builds a new tuple each time from the dict's keys). The
+ * memo's tuple is alive, so a str at one of its items' addresses is that str. */
+static inline int fl_ext_same_names(PyObject *a, PyObject *b) {
+  if (a == b) return 1;
+  if (!a || !b || PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(b)) return 0;
+  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(a); i < n; i++)
+    if (PyTuple_GET_ITEM(a, i) != PyTuple_GET_ITEM(b, i)) return 0;
+  return 1;
+}
+
 /* Whether the plan reads a tensor living at (where, index): any memory, or its kind on its device. */
 static inline int fl_ext_memory_takes(const fl_ext_args *spec, int where, int index) {
   return spec->memory == FL_MEMORY_ANY || (where == (int)spec->memory && (spec->device < 0 || index == spec->device));
@@ -279,9 +293,12 @@ int fl_ext_add_plan_type(PyObject *module, fl_ext_state *st);
 int fl_ext_add_entry_type(PyObject *module, fl_ext_state *st);
 
 /* Triton's JIT: JitDispatcher and jit_torch_shim() (jit_types.c), AutotuneDispatcher (autotune.c),
- * then JitCall and JitSubscript (jit_subscript.c), in that order. */
+ * HeuristicsDispatcher (heuristics.c), then JitCall and JitSubscript (jit_subscript.c), in that
+ * order. */
 int fl_ext_add_jit_types(PyObject *module, fl_ext_state *st);
 int fl_ext_add_autotune_type(PyObject *module, fl_ext_state *st);
+int fl_ext_add_heuristics_type(PyObject *module, fl_ext_state *st);
+int fl_ext_add_tuner_slot_type(PyObject *module, fl_ext_state *st); /* tuner_slot.c: Autotuner.run's stand-in */
 int fl_ext_add_jit_call_types(PyObject *module, fl_ext_state *st);
 /* jit.c: a JitDispatcher called as kernel[grid](*args, **kwargs) is (grid given apart). */
 PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames);
@@ -289,6 +306,10 @@ PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *ar
 PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames);
 PyObject **fl_ext_autotune_spare(PyObject *dispatcher);
+/* heuristics.c: a HeuristicsDispatcher called as kernel[grid](...), and its reused kernel[grid] object. */
+PyObject *fl_ext_heuristics_call(PyObject *dispatcher, PyObject *grid, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames);
+PyObject **fl_ext_heuristics_spare(PyObject *dispatcher);
 /* jit.c: counts[reason] += 1 (errors cleared: a count never fails a call); a name's index in a
  * tuple of str, by identity first, then by value (-1: absent). */
 FL_EXT_COLD void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj);

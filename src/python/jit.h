@@ -5,7 +5,10 @@
  *   jit_table.c     a variant's entry, the table, revalidation, torch's C shim
  *   jit.c           a call: bind, key, table, device, stream, grid, launch, or Triton's run
  *   jit_types.c     the JitDispatcher type: construction, binding variants, counts
- *   autotune.c      the AutotuneDispatcher, over the JIT's (it includes ext.h only)
+ *   autotune_key.c  the Autotuner's key and table (autotune.h; they include ext.h only)
+ *   autotune.c      the AutotuneDispatcher, over the JIT's
+ *   heuristics.c    the HeuristicsDispatcher, over either
+ *   tuner_slot.c    Autotuner.run for subclasses' super().run (calls a dispatcher by vectorcall)
  *   jit_subscript.c JitCall (kernel[grid]) and JitSubscript (the class's __getitem__)
  * Private to src/python. */
 #ifndef FL_JIT_H
@@ -329,17 +332,6 @@ int fl_jit_grid_product_wraps(const int64_t g[3]);
 
 /* ---- the memo's match, inlined into the call (jit.c) ---- */
 
-/* The same keyword names: the same tuple (a call site's), or one with the same str objects in
- * the same order (a call with **kwargs builds a new tuple each time from the dict's keys). The
- * memo's tuple is alive, so a str at one of its items' addresses is that str. */
-static inline int same_names(PyObject *a, PyObject *b) {
-  if (a == b) return 1;
-  if (!a || !b || PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(b)) return 0;
-  for (Py_ssize_t i = 0, n = PyTuple_GET_SIZE(a); i < n; i++)
-    if (PyTuple_GET_ITEM(a, i) != PyTuple_GET_ITEM(b, i)) return 0;
-  return 1;
-}
-
 /* 0: the call is the memo entry's (its values in the entry's argument order in `words` when not
  * NULL (the entry's plan takes words; JIT_MAX_PARAMS + 1 of them), else in `values`; the objects
  * of the parameters the grid program reads in pv, borrowed); 1: the full path decides. */
@@ -347,7 +339,7 @@ static inline int jit_memo_match(JitObject *self, PyObject *const *args, size_t 
                                  PyObject **pv, fl_value *values, uint64_t *words) {
   jit_memo *m = &self->memo;
   const jit_entry *e = m->entry;
-  if (!e || nargs != m->nargs || !same_names(kwnames, m->kwnames)) return 1;
+  if (!e || nargs != m->nargs || !fl_ext_same_names(kwnames, m->kwnames)) return 1;
   if (FL_EXT_UNLIKELY(kwnames != m->kwnames)) /* the newer tuple: a call site's is then the same next time */
     Py_SETREF(m->kwnames, Py_NewRef(kwnames));
   const uint64_t *key = e->key;

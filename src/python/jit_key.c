@@ -217,7 +217,7 @@ static int memo_layout(JitObject *self, const jit_entry *e, const jit_bound *b) 
  * from args (positional, then the keywords' values at args + nargs). */
 void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t nargs, PyObject *kwnames) {
   jit_memo *m = &self->memo;
-  if (m->entry == e && m->nargs == nargs && same_names(kwnames, m->kwnames)) return;
+  if (m->entry == e && m->nargs == nargs && fl_ext_same_names(kwnames, m->kwnames)) return;
   fl_jit_memo_clear(self);
   if (!e->param_abi || memo_layout(self, e, b) < 0) {
     fl_jit_memo_clear(self);

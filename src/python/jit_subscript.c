@@ -60,11 +60,29 @@ static PyObject *autotune_call_vectorcall(PyObject *callable, PyObject *const *a
   return fl_ext_autotune_call(call->target, call->grid, args, nargsf, kwnames);
 }
 
+/* kernel[grid] on a kernel under @triton.heuristics. */
+static PyObject *heuristics_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                            PyObject *kwnames) {
+  JitCallObject *call = (JitCallObject *)callable;
+  return fl_ext_heuristics_call(call->target, call->grid, args, nargsf, kwnames);
+}
+
+/* Where a dispatcher keeps its spare JitCall; NULL for anything that is not a dispatcher. */
+static inline PyObject **spare_of(const fl_ext_state *st, PyObject *run) {
+  PyTypeObject *t = Py_TYPE(run);
+  if (t == st->jit_type) return &((JitObject *)run)->spare_call;
+  if (t == st->autotune_type) return fl_ext_autotune_spare(run);
+  if (t == st->heuristics_type) return fl_ext_heuristics_spare(run);
+  return NULL;
+}
+
 /* A JitCall of a dispatcher: its vectorcall is the target's kind's, chosen once here. */
 static PyObject *new_call(fl_ext_state *st, PyObject *target, PyObject *grid) {
   JitCallObject *call = PyObject_GC_New(JitCallObject, st->jit_call_type);
   if (!call) return NULL;
-  call->vectorcall = Py_TYPE(target) == st->jit_type ? fl_jit_call_vectorcall : autotune_call_vectorcall;
+  call->vectorcall = Py_TYPE(target) == st->jit_type        ? fl_jit_call_vectorcall
+                     : Py_TYPE(target) == st->autotune_type ? autotune_call_vectorcall
+                                                            : heuristics_call_vectorcall;
   call->state = st;
   call->target = Py_NewRef(target);
   call->grid = Py_NewRef(grid);
@@ -98,7 +116,7 @@ static inline PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
   PyObject *run;
   if (PyDict_GetItemRef(dict, sub->state->str_run, &run) <= 0) return NULL; /* missing, or an error */
   Py_DECREF(run); /* borrowed from here: the kernel's dict holds it, and the caller uses it at once */
-  if (Py_TYPE(run) != sub->state->jit_type && Py_TYPE(run) != sub->state->autotune_type) return run;
+  if (!spare_of(sub->state, run)) return run;
   if (fl_ext_watch_dict(sub->state, dict) < 0) {
     PyErr_Clear(); /* not remembered: looked up again next time */
     return run;
@@ -120,9 +138,7 @@ static inline PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
  * anything else in `run`. */
 static PyObject *spare_or_new(SubscriptObject *sub, PyObject *run, PyObject *kernel, PyObject *grid) {
   PyObject **spare_at;
-  if (run && Py_TYPE(run) == sub->state->jit_type) spare_at = &((JitObject *)run)->spare_call;
-  else if (run && Py_TYPE(run) == sub->state->autotune_type) spare_at = fl_ext_autotune_spare(run);
-  else {
+  if (!run || !(spare_at = spare_of(sub->state, run))) {
     PyObject *args[2] = {kernel, grid};
     return PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
   }
@@ -158,8 +174,7 @@ static inline PyObject *subscript_call(SubscriptObject *sub, PyObject *kernel, P
   if (kernel == sub->last_kernel && *sub->last_dictptr == sub->last_dict &&
       fl_ext_dict_stamp(sub->last_dict) == sub->last_stamp) {
     PyObject *run = sub->last_run;
-    PyObject *spare = Py_TYPE(run) == sub->state->jit_type ? ((JitObject *)run)->spare_call
-                                                          : *fl_ext_autotune_spare(run);
+    PyObject *spare = *spare_of(sub->state, run);
     if (spare && Py_REFCNT(spare) == 1) {
       Py_SETREF(((JitCallObject *)spare)->grid, Py_NewRef(grid));
       return Py_NewRef(spare);

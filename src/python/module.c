@@ -210,6 +210,8 @@ static int module_exec(PyObject *module) {
   if (fl_ext_add_entry_type(module, st) < 0) return -1;
   if (fl_ext_add_jit_types(module, st) < 0) return -1;
   if (fl_ext_add_autotune_type(module, st) < 0) return -1;
+  if (fl_ext_add_heuristics_type(module, st) < 0) return -1;
+  if (fl_ext_add_tuner_slot_type(module, st) < 0) return -1;
   if (fl_ext_add_jit_call_types(module, st) < 0) return -1;
 #ifdef FL_TESTING
   if (fl_ext_add_testing_types(module, st) < 0) return -1;
@@ -230,6 +232,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(st->jit_call_type);
   Py_VISIT(st->jit_subscript_type);
   Py_VISIT(st->autotune_type);
+  Py_VISIT(st->heuristics_type);
   return 0;
 }
 
@@ -247,10 +250,12 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->str_warmup);
   Py_CLEAR(st->str_run);
   Py_CLEAR(st->str_dtype);
+  Py_CLEAR(st->str_heuristics_count);
   Py_CLEAR(st->jit_type);
   Py_CLEAR(st->jit_call_type);
   Py_CLEAR(st->jit_subscript_type);
   Py_CLEAR(st->autotune_type);
+  Py_CLEAR(st->heuristics_type);
   return 0;
 }
 

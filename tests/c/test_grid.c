@@ -136,6 +136,16 @@ static void python_edge_values(void) {
       {"-($0 >= $1)", 3, 3, -1},
       {"$0 * ($1 != 0)", 7, 9, 7},
       {"min($0 <= $1, 5)", 7, 9, 1},
+      /* next_power_of_2 as Triton's: n - 1 with every lower bit set, plus one; 0 for n <= 0. */
+      {"next_power_of_2($0) + $1", 1, 0, 1},
+      {"next_power_of_2($0) + $1", 2, 0, 2},
+      {"next_power_of_2($0) + $1", 3, 0, 4},
+      {"next_power_of_2($0) + $1", 1000, 1, 1025},
+      {"next_power_of_2($0) + $1", 0, 0, 0},
+      {"next_power_of_2($0) + $1", -5, 0, 0},
+      {"next_power_of_2($0) + $1", INT64_MIN + 1, 0, 0},
+      {"next_power_of_2($0) + $1", 4611686018427387904, 0, 4611686018427387904},
+      {"min(next_power_of_2($0 * 2), $1)", 33, 64, 64},
       /* Conditionals: any nonzero condition is true, and only the chosen branch is evaluated. */
       {"$0 if $1 else 7", 5, 0, 7},
       {"$0 if $1 else 7", 5, -3, 5},
@@ -245,6 +255,8 @@ static void compile_refusals(void) {
   ASSERT_COMPILE_FAILS("min()", names, 3, "grid_expr_bad_arity:min");
   ASSERT_COMPILE_FAILS("max( )", names, 3, "grid_expr_bad_arity:max");
   ASSERT_COMPILE_FAILS("cdiv(1)", names, 3, "grid_expr_bad_arity:cdiv");
+  ASSERT_COMPILE_FAILS("next_power_of_2(1, 2)", names, 3, "grid_expr_bad_arity:next_power_of_2");
+  ASSERT_COMPILE_FAILS("next_power_of_2()", names, 3, "grid_expr_bad_arity:next_power_of_2");
   ASSERT_COMPILE_FAILS("ceildiv(1, 2, 3)", names, 3, "grid_expr_bad_arity:ceildiv");
   /* A program without variables that always fails is refused. */
   ASSERT_COMPILE_FAILS("1 // 0", names, 3, "grid_expr_const_div_by_zero");
@@ -458,6 +470,10 @@ static void eval_errors(void) {
   ASSERT_EVAL_FAILS("-$0", v, 2, "grid_overflow");
   ASSERT_EVAL_FAILS("$0 // $1", v, 2, "grid_overflow");
   ASSERT_EVAL_FAILS("cdiv($0, $1)", v, 2, "grid_overflow");
+  ASSERT_EVAL_FAILS("next_power_of_2($0)", v, 2, "grid_overflow"); /* n - 1 */
+  v[0] = 4611686018427387905;
+  ASSERT_EVAL_FAILS("next_power_of_2($0)", v, 2, "grid_overflow"); /* 2^63 */
+  v[0] = INT64_MIN;
   /* -(a // -b) spelled out negates b first, which overflows where cdiv does not. */
   ASSERT_EVAL_FAILS("-($1 // -$0)", v, 2, "grid_overflow");
   ASSERT_EVAL("cdiv($1, $0)", NULL, 0, v, 2, 1);

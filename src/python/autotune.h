@@ -1,0 +1,67 @@
+/* autotune.h: the types of Triton's Autotuner's dispatcher, shared by autotune_key.c (the key of a
+ * call, the table of keys) and autotune.c (the call, the type) above it. Private to src/python. */
+#ifndef FL_AUTOTUNE_H
+#define FL_AUTOTUNE_H
+
+#include "ext.h"
+#include "watch.h"
+
+#define AT_MAX_KEY 256   /* key words; a longer key goes to Triton */
+#define AT_MAX_ENTRIES 256
+#define AT_MAX_KW 64
+
+enum { A_ABSENT = 1, A_INT, A_UINT, A_NEG, A_BOOL, A_NONE, A_FLOAT, A_STR, A_DTYPE, A_DTYPE_OBJ };
+
+typedef struct {
+  uint64_t words[AT_MAX_KEY];
+  size_t n;
+} at_key;
+
+typedef struct {
+  uint64_t *key;
+  size_t nkey;
+  uint64_t hash;
+  PyObject *config;     /* Triton's Config; NULL: refused (reason) */
+  PyObject *refusal;
+  PyObject *names;      /* tuple: config.all_kwargs() keys */
+  PyObject *values;     /* tuple: its values */
+  PyObject *kw_in;      /* the call's kwnames last seen (or NULL) ... */
+  int kw_form;
+  PyObject *kw_out;     /* ... and the kwnames the inner call gets for them */
+  PyObject *keep;       /* strs the key holds by identity */
+} at_entry;
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  fl_ext_state *state;
+  PyObject *autotuner;
+  PyObject *stock_run;    /* Triton's Autotuner.run, bound */
+  PyObject *policy;       /* revalidate() and bind(...) */
+  PyObject *arg_names;    /* tuple of str */
+  Py_ssize_t *key_params; /* indices into arg_names of the key's names that are parameters */
+  Py_ssize_t nkeys;
+  PyObject *configs;      /* the tuner's list; its length decides whether there is a key */
+  PyObject *inner;        /* a JitDispatcher, or the inner kernel's run (called with grid=, warmup=) */
+  int inner_is_jit;
+  PyObject *stock_reason; /* str while every call goes to Triton */
+  fl_ext_watch watch;
+  PyObject *last_best;    /* the config this dispatcher last stored as best_config (borrowed) */
+  int nargs_dirty;        /* Triton's run left `nargs` set (it raised): set it back to None */
+  PyObject *strip_in, *strip_out; /* the run() form's kwnames last seen, without grid= and warmup= */
+  PyObject *spare_call;
+  PyObject *stock_counts;
+  unsigned long long fast, stock;
+  at_entry *entries;
+  size_t count;
+  PyObject *weakrefs;
+} AutotuneObject;
+
+/* autotune_key.c */
+uint64_t fl_at_key_hash(const at_key *k);
+/* The key of a call, as Autotuner.run builds its tuple: 0, or 1 with *why. */
+int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, at_key *k,
+                   const char **why);
+at_entry *fl_at_table_find(AutotuneObject *self, const at_key *k, uint64_t h);
+
+#endif

@@ -1,0 +1,97 @@
+/* autotune_key.c: the key of a call to Triton's Autotuner, computed in C from what Autotuner.run
+ * builds its cache key of (the values of the parameters named in `key`, then the dtype of every
+ * named argument that has one), and the dispatcher's table of bound keys. Below autotune.c. */
+#include "autotune.h"
+
+static int push(at_key *k, uint64_t w) {
+  if (FL_EXT_UNLIKELY(k->n >= AT_MAX_KEY)) return -1;
+  k->words[k->n++] = w;
+  return 0;
+}
+
+uint64_t fl_at_key_hash(const at_key *k) {
+  uint64_t h = k->n;
+  for (size_t i = 0; i < k->n; i++) h = (((h << 7) | (h >> 57)) ^ k->words[i]) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+/* A key value (a parameter named in `key`): 0, or 1 when its kind is not one the key reads. */
+static int key_value(at_key *k, PyObject *v) {
+  if (v == Py_None) return push(k, A_NONE) ? 1 : 0;
+  if (PyBool_Check(v)) return push(k, A_BOOL | (uint64_t)(v == Py_True) << 8) ? 1 : 0;
+  if (PyLong_CheckExact(v)) {
+    uint64_t mag;
+    int neg;
+    if (!fl_ext_int_digits(v, &mag, &neg)) return 1;
+    return push(k, neg ? A_NEG : A_INT) || push(k, mag) ? 1 : 0;
+  }
+  if (PyFloat_CheckExact(v)) {
+    double d = PyFloat_AS_DOUBLE(v);
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    return push(k, A_FLOAT) || push(k, bits) ? 1 : 0;
+  }
+  if (PyUnicode_CheckExact(v)) return push(k, A_STR) || push(k, (uint64_t)(uintptr_t)v) ? 1 : 0;
+  return 1;
+}
+
+/* A named argument: its dtype enters the key when it has one. 0, or 1 when its kind is unknown
+ * (it might have a dtype the key cannot read). */
+static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
+  if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_CheckExact(v))
+    return 0;
+  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
+  uint64_t p;
+  int where, index, dtype;
+  if (st->door && st->door->unpack_typed(v, &p, &where, &index, &dtype))
+    return push(k, A_DTYPE | pos << 8 | (uint64_t)(uint32_t)dtype << 32) ? 1 : 0;
+  /* No door (or not a tensor it reads): the dtype object by identity, which the policy keeps alive
+   * with the entry (torch's dtypes are singletons: one object per str(dtype)). */
+  PyObject *dt = PyObject_GetAttr(v, st->str_dtype);
+  if (!dt) {
+    PyErr_Clear(); /* no dtype attribute, or one that raises: Triton's path says what happens */
+    return 1;
+  }
+  int r = push(k, A_DTYPE_OBJ | pos << 8) || push(k, (uint64_t)(uintptr_t)dt);
+  Py_DECREF(dt);
+  return r ? 1 : 0;
+}
+
+int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, at_key *k,
+                   const char **why) {
+  Py_ssize_t nnames = PyTuple_GET_SIZE(self->arg_names);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  k->n = 0;
+  if ((Py_ssize_t)nargs > nnames) return *why = "positional_args", 1;
+  if (PyList_GET_SIZE(self->configs) <= 1) return 0; /* one config: no key */
+  for (Py_ssize_t j = 0; j < self->nkeys; j++) {
+    Py_ssize_t p = self->key_params[j];
+    PyObject *v = NULL;
+    if (p < (Py_ssize_t)nargs) {
+      v = args[p];
+    } else {
+      for (Py_ssize_t kk = 0; kk < nkw && !v; kk++)
+        if (fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk)) == p) v = args[nargs + (size_t)kk];
+    }
+    if (!v) {
+      if (push(k, A_ABSENT)) return *why = "key_too_long", 1;
+    } else if (key_value(k, v)) {
+      return *why = "key_value_kind", 1;
+    }
+  }
+  for (size_t i = 0; i < nargs; i++)
+    if (key_dtype(self->state, k, args[i], i)) return *why = "arg_kind", 1;
+  for (Py_ssize_t kk = 0; kk < nkw; kk++) {
+    Py_ssize_t p = fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk));
+    if (p >= 0 && key_dtype(self->state, k, args[nargs + (size_t)kk], 0x10000 | (uint64_t)kk)) return *why = "arg_kind", 1;
+  }
+  return 0;
+}
+
+at_entry *fl_at_table_find(AutotuneObject *self, const at_key *k, uint64_t h) {
+  for (size_t i = 0; i < self->count; i++) {
+    at_entry *e = &self->entries[i];
+    if (e->hash == h && e->nkey == k->n && memcmp(e->key, k->words, k->n * sizeof(uint64_t)) == 0) return e;
+  }
+  return NULL;
+}
