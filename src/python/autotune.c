@@ -183,10 +183,12 @@ static PyObject *at_dispatch(AutotuneObject *self, PyObject *grid, PyObject *con
   at_entry *e = fl_at_table_find(self, &k, h);
   if (!e) return STOCK("first_call_of_key", &k);
   if (!e->config) return stock(self, grid, args, nargs, kwnames, NULL, e->refusal, NULL);
-  if (keyword_clash(e, kwnames)) return STOCK("keyword_set_by_config", NULL);
+  int with_grid = grid && !self->inner_is_jit;
+  /* The entry's inner kwnames for these names were made after this check passed. */
+  int known = e->kw_out && e->kw_form == with_grid && fl_ext_same_names(e->kw_in, kwnames);
+  if (!known && keyword_clash(e, kwnames)) return STOCK("keyword_set_by_config", NULL);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, nc = PyTuple_GET_SIZE(e->values);
   if (nkw + nc + 2 > AT_MAX_KW) return STOCK("keywords", NULL);
-  int with_grid = grid && !self->inner_is_jit;
   PyObject *names = inner_kwnames(self, e, kwnames, with_grid);
   if (!names) return NULL;
   PyObject *argv[AT_MAX_KW + 1 + 256];
@@ -412,6 +414,7 @@ static int at_clear(PyObject *op) {
   Py_CLEAR(self->inner);
   Py_CLEAR(self->spare_call);
   Py_CLEAR(self->strip_in);
+  Py_CLEAR(self->kw_seen);
   Py_CLEAR(self->strip_out);
   if (self->entries) table_clear(self);
   return 0;

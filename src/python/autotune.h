@@ -48,6 +48,8 @@ typedef struct {
   fl_ext_watch watch;
   PyObject *last_best;    /* the config this dispatcher last stored as best_config (borrowed) */
   int nargs_dirty;        /* Triton's run left `nargs` set (it raised): set it back to None */
+  PyObject *kw_seen;      /* the kwnames make_key last read, and each one's index into arg_names (-1) */
+  Py_ssize_t kw_param[AT_MAX_KW];
   PyObject *strip_in, *strip_out; /* the run() form's kwnames last seen, without grid= and warmup= */
   PyObject *spare_call;
   PyObject *stock_counts;

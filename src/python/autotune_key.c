@@ -57,33 +57,40 @@ static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
   return r ? 1 : 0;
 }
 
+/* Each keyword's index into arg_names, remembered for the last kwnames seen (by their names). */
+static const Py_ssize_t *keyword_params(AutotuneObject *self, PyObject *kwnames, Py_ssize_t nkw) {
+  if (self->kw_seen && fl_ext_same_names(self->kw_seen, kwnames)) return self->kw_param;
+  for (Py_ssize_t kk = 0; kk < nkw; kk++) self->kw_param[kk] = fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk));
+  Py_XSETREF(self->kw_seen, Py_NewRef(kwnames));
+  return self->kw_param;
+}
+
 int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, at_key *k,
                    const char **why) {
   Py_ssize_t nnames = PyTuple_GET_SIZE(self->arg_names);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   k->n = 0;
   if ((Py_ssize_t)nargs > nnames) return *why = "positional_args", 1;
-  if (PyList_GET_SIZE(self->configs) <= 1) return 0; /* one config: no key */
-  for (Py_ssize_t j = 0; j < self->nkeys; j++) {
-    Py_ssize_t p = self->key_params[j];
-    PyObject *v = NULL;
-    if (p < (Py_ssize_t)nargs) {
-      v = args[p];
-    } else {
+  if (nkw > AT_MAX_KW) return *why = "keywords", 1;
+  const Py_ssize_t *kp = nkw ? keyword_params(self, kwnames, nkw) : NULL;
+  if (PyList_GET_SIZE(self->configs) > 1) { /* one config: no key */
+    for (Py_ssize_t j = 0; j < self->nkeys; j++) {
+      Py_ssize_t p = self->key_params[j];
+      PyObject *v = NULL;
+      if (p < (Py_ssize_t)nargs) v = args[p];
       for (Py_ssize_t kk = 0; kk < nkw && !v; kk++)
-        if (fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk)) == p) v = args[nargs + (size_t)kk];
+        if (kp[kk] == p) v = args[nargs + (size_t)kk];
+      if (!v) {
+        if (push(k, A_ABSENT)) return *why = "key_too_long", 1;
+      } else if (key_value(k, v)) {
+        return *why = "key_value_kind", 1;
+      }
     }
-    if (!v) {
-      if (push(k, A_ABSENT)) return *why = "key_too_long", 1;
-    } else if (key_value(k, v)) {
-      return *why = "key_value_kind", 1;
-    }
-  }
-  for (size_t i = 0; i < nargs; i++)
-    if (key_dtype(self->state, k, args[i], i)) return *why = "arg_kind", 1;
-  for (Py_ssize_t kk = 0; kk < nkw; kk++) {
-    Py_ssize_t p = fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk));
-    if (p >= 0 && key_dtype(self->state, k, args[nargs + (size_t)kk], 0x10000 | (uint64_t)kk)) return *why = "arg_kind", 1;
+    for (size_t i = 0; i < nargs; i++)
+      if (key_dtype(self->state, k, args[i], i)) return *why = "arg_kind", 1;
+    for (Py_ssize_t kk = 0; kk < nkw; kk++)
+      if (kp[kk] >= 0 && key_dtype(self->state, k, args[nargs + (size_t)kk], 0x10000 | (uint64_t)kk))
+        return *why = "arg_kind", 1;
   }
   return 0;
 }

@@ -6,6 +6,8 @@ driver (tools/fldev/cuda_stub.c), each in a process of its own (the stub becomes
   stream, attributes and argument bytes, the same CompiledKernel returned.
 - tools/fldev/grid_fidelity.py: 10,000 calls with grids of every form Triton's run takes, through
   Triton's own JIT and through fastlaunch: the same launch, return value, exception type, side effects.
+- tools/fldev/heuristics_fidelity.py: @triton.heuristics over jit, over and under autotune, over an
+  Autotuner subclass, through Triton and through fastlaunch, call by call.
 - tools/fldev/jit_checks.py: what the dispatcher does besides launching (warmup, hooks, a changed
   global, values Triton refuses, knob changes, opaque grids, report(), disable())."""
 
@@ -64,6 +66,25 @@ def test_every_grid_form_matches_tritons_own_jit(tmp_path):
     for form in ("NoneType", "float", "str", "int", "generator", "lambda->callable"):
         assert forms[form] == {"raised": forms[form]["raised"]}, (form, forms[form])
     assert result["launched"] >= 5_000 and result["raised"] >= 1_000, result
+
+
+def test_heuristics_stacks_match_tritons_own(tmp_path):
+    """3,000 calls of @triton.heuristics kernels stacked over jit, over autotune, under autotune and
+    over an Autotuner subclass whose run calls super().run, through Triton and through fastlaunch:
+    the same launches, variants, exceptions, best_config and calls of the project's own functions;
+    the values' common forms computed in C."""
+    proc = _run(tmp_path, "fldev.heuristics_fidelity", "3000", "20261203")
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["mismatches"] == 0, result["first_mismatches"]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = result["outcomes"]
+    for stack in ("plain", "over_autotune", "under_autotune", "subclass"):
+        assert out.get(f"{stack}:returned", 0) > 300 and out.get(f"{stack}:raised", 0) > 0, (stack, out)
+    assert result["heuristics_stock"] == 0 and result["heuristics_fast"] >= 2000, result
+    assert result["values_in_c"] > 4 * result["values_called"] > 0, result
+    tuners = [c for name, c in result["sites"] if name.startswith("autotune[CountingTuner]")]
+    assert tuners and tuners[0]["fast"] > 300, result["sites"]  # its super().run served in C
 
 
 def test_public_project_kernels_match_tritons_own_jit(tmp_path):

@@ -52,6 +52,11 @@ def _targets(table, backends, cases):
                 if (backend, case, "fastlaunch-autotune") in table:
                     r = _ratio(table, backend, case, "triton-autotune", "fastlaunch-autotune")
                     out.append((f"{backend}, {case}: triton-autotune >= 30x fastlaunch-autotune: {r:.2f}x", r >= 30))
+                if (backend, case, "fastlaunch-heuristics") in table:
+                    r = _ratio(table, backend, case, "triton-heuristics", "fastlaunch-heuristics")
+                    out.append((f"{backend}, {case}: triton-heuristics >= 10x fastlaunch-heuristics: {r:.2f}x", r >= 10))
+                    r = _ratio(table, backend, case, "fastlaunch-heuristics", "fastlaunch-jit-kw")
+                    out.append((f"{backend}, {case}: fastlaunch-heuristics <= 3x fastlaunch-jit-kw: {r:.2f}x", r <= 3))
             else:
                 want = 1.5 if case == "64 args" else 2.0
                 r = _ratio(table, backend, case, "seed", "fastlaunch")
@@ -109,7 +114,11 @@ def section(bench_json, int_json=None) -> str:
                       "`grid = lambda META: (triton.cdiv(xnumel, META['XBLOCK']),)`, subscript included, "
                       "without and with `fastlaunch.triton.enable()`; triton-autotune and fastlaunch-autotune the same "
                       "kernel under `@triton.autotune` (two configs, `key=['xnumel']`) on a tuned key, "
-                      "`kernel[grid](*args)`."]
+                      "`kernel[grid](*args)`. fastlaunch-jit-kw is a plain `@triton.jit` kernel with two more int "
+                      "parameters, its last 10 arguments (all, when it has fewer) given by keyword; triton-heuristics "
+                      "and fastlaunch-heuristics the same kernel and call under `@triton.heuristics` (two lambdas, "
+                      "`args['in_ptr0'] is not None` and `args['xnumel'] % 16 == 0`) over `@triton.autotune` (four "
+                      "configs, a key of three ints) on a tuned key, without and with fastlaunch."]
     targets = _targets(table, backends, cases)
     lines += ["", "Targets, each as this run found it:", ""]
     for text, met in targets:

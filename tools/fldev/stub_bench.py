@@ -16,6 +16,12 @@ Modes, each launching one real Triton kernel (compiled here for sm_90) of the ca
   triton-autotune    the kernel under @triton.autotune (two configs, key=["xnumel"]), kernel[grid](*args)
                      on a tuned key: Triton's Autotuner.run over Triton's JIT
   fastlaunch-autotune the same call served by fastlaunch (the Autotuner's and the JIT's dispatchers)
+  fastlaunch-jit-kw  a plain @triton.jit kernel with two more int parameters (ka, kb), its last 10
+                     arguments (all when it has fewer) given by keyword, with fastlaunch
+  triton-heuristics  the same kernel under @triton.heuristics (2 lambdas: `args[...] is not None`,
+                     `args["xnumel"] % 16 == 0`) over @triton.autotune (4 configs, key of 3 ints)
+                     over @triton.jit, called the same way on a tuned key: Triton alone
+  fastlaunch-heuristics the same call with fastlaunch (the three dispatchers, in C)
   seed               the seed's layering (Python checks, then the C plan)
 """
 
@@ -37,11 +43,14 @@ if not REAL:
 
 CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
 MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "inductor-stock", "triton-jit",
-         "fastlaunch-jit", "triton-autotune", "fastlaunch-autotune", "seed"]
-SLOW = ("triton-jit", "triton-autotune")  # tens of microseconds a call: fewer calls, the same per-call time
+         "fastlaunch-jit", "triton-autotune", "fastlaunch-autotune", "fastlaunch-jit-kw", "triton-heuristics",
+         "fastlaunch-heuristics", "seed"]
+SLOW = ("triton-jit", "triton-autotune", "triton-heuristics")  # tens of microseconds a call: fewer calls, the same per-call time
 TARGETS = ("cuda-stub targets: fastlaunch <= 2x floor-unpack (2 and 4 tensors), <= 1.5x (19, 64 args); "
            "inductor-stock >= 10x fastlaunch; triton-run >= 5x fastlaunch; triton-jit >= 30x fastlaunch-jit; "
-           "fastlaunch-jit <= 2x fastlaunch; triton-autotune >= 30x fastlaunch-autotune")
+           "fastlaunch-jit <= 2x fastlaunch; triton-autotune >= 30x fastlaunch-autotune; "
+           "triton-heuristics >= 10x fastlaunch-heuristics; fastlaunch-heuristics <= 3x fastlaunch-jit-kw")
+KW_MODES = ("fastlaunch-jit-kw", "triton-heuristics", "fastlaunch-heuristics")
 triton = None  # set when a case is built (after the stub is loaded); a module global, as in users' code
 
 
@@ -65,6 +74,44 @@ def _kernel_module(ntensors, nints, directory, tag="", autotune=False):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.kernel, params
+
+
+HEURISTICS = ('@triton.heuristics({"HAS_B": lambda args: args["in_ptr0"] is not None,\n'
+              '                   "EVEN": lambda args: args["xnumel"] % 16 == 0})\n'
+              '@triton.autotune(configs=[triton.Config({"XBLOCK": b}, num_warps=w) for b, w in '
+              '((32, 1), (64, 2), (128, 4), (256, 8))], key=["xnumel", "ka", "kb"])\n')
+
+
+def _kw_kernel_module(ntensors, nints, directory, tag, heuristics):
+    """The case's kernel with two more int parameters, plain or under heuristics over autotune."""
+    params = [f"in_ptr{i}" for i in range(ntensors)] + ["xnumel"] + [f"ks{i}" for i in range(nints - 1)] + ["ka", "kb"]
+    consts = "HAS_B: tl.constexpr, EVEN: tl.constexpr, " if heuristics else ""
+    src = ("import triton\nimport triton.language as tl\n\n\n" + (HEURISTICS if heuristics else "") + "@triton.jit\n"
+           f"def kernel({', '.join(params)}, {consts}XBLOCK: tl.constexpr):\n"
+           "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)\n"
+           "    xmask = xindex < xnumel\n"
+           "    tl.store(in_ptr0 + xindex, tl.load(in_ptr0 + xindex, xmask) + 1.0, xmask)\n")
+    path = os.path.join(directory, f"kw_{ntensors}_{nints}{tag}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(f"kw_{ntensors}_{nints}{tag}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.kernel, params
+
+
+def _stock_all(k):
+    """Leaves a kernel and every wrapper in it to Triton: each call slot holds Triton's own run."""
+    from fastlaunch import triton_jit
+
+    while k is not None:
+        run = type(k).run
+        if type(run).__name__ == "TunerSlot":
+            run = run.stock
+        k.__dict__["run"] = run.__get__(k)
+        k = getattr(k, "fn", None)
+        k = k if hasattr(k, "run") else None
+    return triton_jit
 
 
 class _NoFallback:
@@ -180,6 +227,26 @@ class Case:
         c = at_fl.run.counts
         assert c["fast"] == 2, f"{name}: the autotune dispatcher did not serve: {c}"
         assert at_fl.best_config.kwargs == at_stock.best_config.kwargs
+        # Keywords: the plain kernel with fastlaunch, and heuristics over autotune with and without.
+        kw_fn, kw_params = _kw_kernel_module(ntensors, nints, directory, "_jit", heuristics=False)
+        values = self.args + (3, 5)
+        nkw = min(10, len(values))
+        self.kw_args = values[:len(values) - nkw]
+        # Interned, as the compiler interns a call site's keyword names.
+        self.kw_kwargs = {sys.intern(k): v for k, v in zip(kw_params[len(values) - nkw:], values[len(values) - nkw:])}
+        h_stock, _ = _kw_kernel_module(ntensors, nints, directory, "_h_stock", heuristics=True)
+        _stock_all(h_stock)
+        h_fl, _ = _kw_kernel_module(ntensors, nints, directory, "_h", heuristics=True)
+        self.kw_jit, self.h_stock, self.h_fl = kw_fn, h_stock, h_fl
+        for _ in range(3):
+            kw_fn[self.jit_grid](*self.kw_args, **self.kw_kwargs, XBLOCK=128)
+            h_fl[self.jit_grid](*self.kw_args, **self.kw_kwargs)
+            h_stock[self.jit_grid](*self.kw_args, **self.kw_kwargs)
+        c = h_fl.run.counts
+        assert c["fast"] == 3 and c["values_called"] == 0, f"{name}: the heuristics dispatcher did not serve: {c}"
+        assert h_fl.fn.run.counts["fast"] == 2, f"{name}: the autotune dispatcher under heuristics: {h_fl.fn.run.counts}"
+        assert kw_fn.run.counts["fast"] == 2, f"{name}: the JIT dispatcher with keywords: {kw_fn.run.counts}"
+        assert h_fl.fn.best_config.kwargs == h_stock.fn.best_config.kwargs
 
     def loop(self, mode, n):
         """n calls of one mode in a C loop: nanoseconds."""
@@ -191,6 +258,9 @@ class Case:
         if mode in ("triton-autotune", "fastlaunch-autotune"):
             k = self.at_stock if mode == "triton-autotune" else self.at_fl
             return _C.bench_subscript_loop(k, self.jit_grid, self.args, {}, n)
+        if mode in KW_MODES:
+            k, kw = self.kw_call(mode)
+            return _C.bench_subscript_loop(k, self.jit_grid, self.kw_args, kw, n)
         fn, a, kw = self.call(mode)
         return _C.bench_loop(fn, a, kw, n)
 
@@ -203,9 +273,17 @@ class Case:
             elif mode in ("triton-autotune", "fastlaunch-autotune"):
                 k = self.at_stock if mode == "triton-autotune" else self.at_fl
                 k[self.jit_grid](*self.args)
+            elif mode in KW_MODES:
+                k, kw = self.kw_call(mode)
+                k[self.jit_grid](*self.kw_args, **kw)
             else:
                 fn, a, kw = self.call(mode)
                 fn(*a, **kw)
+
+    def kw_call(self, mode):
+        if mode == "fastlaunch-jit-kw":
+            return self.kw_jit, dict(self.kw_kwargs, XBLOCK=128)
+        return (self.h_stock if mode == "triton-heuristics" else self.h_fl), self.kw_kwargs
 
     def call(self, mode):
         """(callable, args, kwargs) for one mode."""
@@ -278,7 +356,8 @@ def table(results, out=sys.stdout):
         print(f"{case:20} " + " ".join(f"{row[m]['ns_median']:>15.1f} ns" for m in MODES), file=out)
     print("\nratios (medians):", file=out)
     print(f"{'case':20} {'fast/unpack':>12} {'dyn/unpack':>11} {'stock/fast':>11} {'run/fast':>9} {'jit/fljit':>10} "
-          f"{'fljit/fast':>11} {'at/flat':>8} {'seed/fast':>10} {'floor/unpack':>13}", file=out)
+          f"{'fljit/fast':>11} {'at/flat':>8} {'h/flh':>7} {'flh/jitkw':>10} {'seed/fast':>10} {'floor/unpack':>13}",
+          file=out)
     for case, row in by.items():
         f = row["fastlaunch"]["ns_median"]
         u = row["floor-unpack"]["ns_median"]
@@ -287,6 +366,8 @@ def table(results, out=sys.stdout):
               f"{row['triton-jit']['ns_median'] / row['fastlaunch-jit']['ns_median']:>9.2f}x "
               f"{row['fastlaunch-jit']['ns_median'] / f:>10.2f}x "
               f"{row['triton-autotune']['ns_median'] / row['fastlaunch-autotune']['ns_median']:>7.2f}x "
+              f"{row['triton-heuristics']['ns_median'] / row['fastlaunch-heuristics']['ns_median']:>6.2f}x "
+              f"{row['fastlaunch-heuristics']['ns_median'] / row['fastlaunch-jit-kw']['ns_median']:>9.2f}x "
               f"{row['seed']['ns_median'] / f:>9.2f}x "
               f"{row['floor']['ns_median'] / u:>12.2f}x", file=out)
     print(f"\n{TARGETS}", file=out)
