@@ -6,10 +6,11 @@ VPY := $(VENV)/bin/python
 BUILD := build/release
 ASAN := build/sanitize
 # torch 2.15.0 from PyPI (a CUDA build; it runs on the CPU here); triton compiles kernels for a GPU
-# target without a GPU; liger-kernel's kernels are the public project the JIT fidelity test calls.
+# target without a GPU; liger-kernel's and fla-core's kernels are the public projects the JIT fidelity
+# tests call.
 # --no-cache-dir: the wheels (several GB) are not kept a second time in pip's cache; a CI machine's
 # disk is not always large.
-PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5
+PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5 fla-core==0.6.0 einops
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
 .PHONY: all test test-versions check-install clang-strict release-check bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean

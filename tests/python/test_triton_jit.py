@@ -106,6 +106,26 @@ def test_public_project_kernels_match_tritons_own_jit(tmp_path):
     assert result["fast"] >= result["compared"] // 2, result
 
 
+def test_fla_kernels_match_tritons_own_jit(tmp_path):
+    """flash-linear-attention's forward ops (fla-core from PyPI, installed by the test set-up), each
+    kernel[grid] call they make replayed through fastlaunch against Triton's own launch: at least 10
+    kernels (heuristics over CachedAutotuner, over Autotuner, over jit), 0 differing."""
+    try:
+        import fla  # noqa: F401
+    except ImportError as exc:
+        from conftest import reference_unavailable
+
+        reference_unavailable(f"fla-core is not installed ({exc}); pip install fla-core==0.6.0 einops")
+    proc = _run(tmp_path, "fldev.fla_fidelity", "2", "20261203", timeout=2400)
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["mismatches"] == 0, result["first_mismatches"]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert result["kernels"] >= 10, result["stacks"]
+    assert "Heuristics>CachedAutotuner>JITFunction" in result["stacks"].values(), result["stacks"]
+    assert result["identical"] == result["compared"] and result["fast"] >= result["compared"] // 2, result
+
+
 CHECK_NAMES = ["steady_state_is_fast_and_grid_programs_run_in_c", "registered_c_sources_read_the_stream",
                "autotuned_keys_launch_the_tuned_config_and_the_rest_goes_to_triton",
                "warmup_goes_to_triton_and_launches_nothing",

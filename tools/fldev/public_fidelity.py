@@ -10,8 +10,8 @@ a variant goes to Triton, the second is the fast path). Both must hand the drive
 
     PYTHONPATH=tools python -m fldev.public_fidelity [ROUNDS] [SEED]   (JSON; exit 1 on a mismatch)
 
-fla-core (flash-linear-attention) was tried too: its import asks torch's CUDA runtime for devices,
-which this machine's torch cannot answer without a driver, so its kernels are not run here.
+fla-core (flash-linear-attention) has its own run, fldev.fla_fidelity (its import asks torch's CUDA
+runtime about the device, which that process answers for it).
 """
 
 from __future__ import annotations
