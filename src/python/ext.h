@@ -240,6 +240,9 @@ static inline int fl_ext_memory_takes(const fl_ext_args *spec, int where, int in
  * Returns as fl_ext_collect does. */
 int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err,
                    const fl_ext_args *spec);
+/* Where a tensor the door declines lives, as torch says (`obj.device`): 0 with *where (FL_TENSOR_*)
+ * and *index (-1 none); 1 no device attribute of torch's kind; 2 a meta tensor (no memory). */
+int fl_ext_tensor_device(PyObject *obj, int *where, int *index);
 /* Loads the tensor door if torch is imported and it was not tried yet (once per process). */
 FL_EXT_COLD void fl_ext_door_load(fl_ext_state *st);
 /* Looks for torch_npu's task queue and installs it into the npu backend once found. */

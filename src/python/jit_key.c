@@ -47,12 +47,20 @@ static int key_value(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v
   return key_push(k, w[0]) | value_push(vals, x, where, index);
 }
 
-/* The slow path for tensors the door does not take (no door built, a subclass): dtype and
- * data_ptr() as Triton reads them. 0, 1 (not a tensor), -1 with an exception. */
+/* The slow path for tensors the door does not take (no door built, a subclass, a meta tensor):
+ * dtype, data_ptr() and device as Triton and torch read them. The device goes with the value, so
+ * the launch checks it against the plan's memory as it does a tensor the door read (a tensor on
+ * memory the plan does not read goes to Triton's path). 0, 1 (not a tensor fastlaunch launches:
+ * Triton's path), -1 with an exception. */
 static int key_tensor_slow(jit_key *k, jit_values *vals, PyObject *v) {
   PyObject *dtype = PyObject_GetAttrString(v, "dtype");
   if (!dtype) {
     PyErr_Clear();
+    return 1;
+  }
+  int where = 0, index = -1;
+  if (fl_ext_tensor_device(v, &where, &index) == 2) { /* meta: no memory behind it */
+    Py_DECREF(dtype);
     return 1;
   }
   PyObject *ptr = PyObject_CallMethod(v, "data_ptr", NULL);
@@ -70,9 +78,8 @@ static int key_tensor_slow(jit_key *k, jit_values *vals, PyObject *v) {
   fl_value x;
   x.type = FL_VALUE_PTR;
   x.v.p = p;
-  /* Where it lives is not known here: as for a plan's data_ptr() path, no memory check. */
   if (key_push(k, K_TENSOR_OBJ | (uint64_t)((p & 15) == 0) << 7) < 0 || key_push(k, addr) < 0 ||
-      value_push(vals, x, 0, -1) < 0)
+      value_push(vals, x, where, index) < 0)
     return -1;
   return 0;
 }

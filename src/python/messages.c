@@ -22,6 +22,7 @@ static const message_row rows[] = {
     {"ptr_negative", true, "$A is a negative address"},
     {"ptr_out_of_range", true, "$A is an address wider than 64 bits"},
     {"ptr_device_mismatch", true, "$A lives on a device this plan's backend does not launch on"},
+    {"ptr_meta_tensor", true, "$A is a meta tensor: it has no memory to launch on"},
     {"value_null", true, "$A is missing"},
     {"fixed_ptr_unsupported", true, "$A is a pointer, and pointers cannot be fixed: pass it at each launch"},
     {"fixed_args_null", true, "fixed argument $A is missing"},

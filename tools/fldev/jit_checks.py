@@ -208,6 +208,41 @@ def values_triton_refuses_raise_the_same_and_launch_nothing(env):
 
 
 @check
+def declined_tensors_are_checked_where_they_live(env):
+    """Tensors the door declines, through the JIT's full path: a meta tensor goes to Triton's path
+    (no pointer of fastlaunch's is handed on: whatever Triton does, it does), a subclass with
+    __torch_function__ launches its own data_ptr() with the same bytes Triton passes."""
+    torch, K = env.torch, env.K
+
+    class Sub(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    out = {}
+    for kind, t in (("meta", torch.empty(4096, device="meta")), ("subclass", torch.zeros(4096).as_subclass(Sub))):
+        rows = []
+        for _ in range(3):
+            c0, before = counts(K.tensors), env.launches()
+            try:
+                K.tensors[(2,)](t, env.y, 1000, BLOCK=128)
+                got = "launched"
+            except Exception as exc:  # noqa: BLE001 - the same as Triton's, below
+                got = type(exc).__name__
+            c1 = counts(K.tensors)
+            try:
+                type(K.tensors).run(K.tensors, t, env.y, 1000, grid=(2,), warmup=False, BLOCK=128)
+                ref = "launched"
+            except Exception as exc:  # noqa: BLE001
+                ref = type(exc).__name__
+            rows.append((got, ref, c1["fast"] - c0["fast"], env.launches() - before))
+        out[kind] = rows
+    meta_ok = all(r[0] == r[1] and r[2] == 0 for r in out["meta"])  # never fastlaunch's launch
+    sub_ok = all(r[0] == r[1] == "launched" for r in out["subclass"]) and out["subclass"][-1][2] == 1
+    return meta_ok and sub_ok, out
+
+
+@check
 def unknown_keywords_and_missing_arguments_as_triton_says(env):
     res = []
     for kwargs in ({"BLOCK": 128, "bogus": 1}, {}):
