@@ -63,11 +63,13 @@ def _targets(table, backends, cases):
                 out.append((f"{backend}, {case}: seed >= {want:g}x fastlaunch: {r:.2f}x", r >= want))
                 r = _ratio(table, backend, case, "fastlaunch-dyngrid", "fastlaunch")
                 out.append((f"{backend}, {case}: dyngrid <= 1.1x static: {r:.2f}x", r <= 1.1))
-    # The npu backend on the stand-ins, queue off, against the cuda backend on its stub, same shape.
+    # The npu backend on the stand-ins, queue off, against the cuda backend on its stub, same shape,
+    # measured in turn in one process (npu-stub's cuda-stub-fastlaunch row).
     for case in cases:
-        if ("npu-stub", case, "fastlaunch") in table and ("cuda-stub", case, "fastlaunch") in table:
-            r = table[("npu-stub", case, "fastlaunch")]["ns_median"] / table[("cuda-stub", case, "fastlaunch")]["ns_median"]
-            out.append((f"npu-stub, {case}: fastlaunch (queue off) <= 1.3x cuda-stub fastlaunch: {r:.2f}x", r <= 1.3))
+        if ("npu-stub", case, "fastlaunch") in table and ("npu-stub", case, "cuda-stub-fastlaunch") in table:
+            r = _ratio(table, "npu-stub", case, "fastlaunch", "cuda-stub-fastlaunch")
+            out.append((f"npu-stub, {case}: fastlaunch (queue off) <= 1.3x cuda-stub fastlaunch, side by side in one "
+                        f"process: {r:.2f}x", r <= 1.3))
     if ("c", "per tensor", "tensor-door") in table:
         d = table[("c", "per tensor", "tensor-door")]["ns_median"]
         p = table[("c", "per tensor", "data_ptr")]["ns_median"]
