@@ -254,9 +254,9 @@ static PyObject *at_vectorcall(PyObject *callable, PyObject *const *args, size_t
   int warmup = 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-    if (name == self->state->str_grid || PyUnicode_Compare(name, self->state->str_grid) == 0) {
+    if (fl_ext_name_is(name, self->state->str_grid)) {
       grid_at = i;
-    } else if (name == self->state->str_warmup || PyUnicode_Compare(name, self->state->str_warmup) == 0) {
+    } else if (fl_ext_name_is(name, self->state->str_warmup)) {
       warmup_at = i;
       warmup = PyObject_IsTrue(args[nargs + (size_t)i]);
       if (warmup < 0) return NULL;

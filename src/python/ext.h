@@ -223,6 +223,15 @@ int fl_ext_args_index(fl_ext_args *a, bool words);
 /* The same keyword names: the same tuple (a call site's), or one with the same str objects in
  * the same order (a call with **kwargs builds a new tuple each time from the dict's keys). The
  * memo's tuple is alive, so a str at one of its items' addresses is that str. */
+/* Whether a keyword's name is `interned` (an interned str of the state): by identity, and by value
+ * only when the name is not interned itself (two interned strs with one value are one object), so
+ * the usual keyword costs a pointer compare. */
+static inline int fl_ext_name_is(PyObject *name, PyObject *interned) {
+  if (name == interned) return 1;
+  if (PyUnicode_CheckExact(name) && PyUnicode_CHECK_INTERNED(name)) return 0;
+  return PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0;
+}
+
 static inline int fl_ext_same_names(PyObject *a, PyObject *b) {
   if (a == b) return 1;
   if (!a || !b || PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(b)) return 0;

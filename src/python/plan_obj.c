@@ -14,9 +14,9 @@ static PyObject *plan_vectorcall(PyObject *callable, PyObject *const *args, size
     Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < nk; k++) {
       PyObject *key = PyTuple_GET_ITEM(kwnames, k), *value = args[nargs + (size_t)k];
-      if (key == st->str_stream || PyUnicode_Compare(key, st->str_stream) == 0) {
+      if (fl_ext_name_is(key, st->str_stream)) {
         if (fl_ext_parse_stream(value, &stream, &err) < 0) return fl_ext_raise(st, &err);
-      } else if (key == st->str_grid || PyUnicode_Compare(key, st->str_grid) == 0) {
+      } else if (fl_ext_name_is(key, st->str_grid)) {
         if (value != Py_None) {
           if (fl_ext_parse_grid(value, grid_storage, &err) < 0) return fl_ext_raise(st, &err);
           grid = grid_storage;

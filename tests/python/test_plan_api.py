@@ -40,6 +40,31 @@ def test_vadd_end_to_end(kernels, stream, buf, grid):
     assert stream.count == 1
 
 
+class _Name(str):
+    pass
+
+
+@pytest.mark.parametrize("make", [lambda s: "".join(list(s)), _Name], ids=["built", "subclass"])
+def test_keywords_not_interned_are_read_by_value(kernels, stream, buf, make):
+    """stream= and grid= given by names that are not interned strs (built at run time, a str
+    subclass): read by value, as an interned name is by identity."""
+    import sys
+    n = 100
+    x, y, out = buf(n, ctypes.c_float), buf(n, ctypes.c_float), buf(n, ctypes.c_float)
+    for i in range(n):
+        x[i], y[i] = i, 1.0
+    st, gr = make("stream"), make("grid")
+    assert st is not sys.intern("stream") and st == "stream"
+    plan = vadd_plan(kernels, grid_exprs=None)
+    plan(x.arg, y.arg, out.arg, n, **{st: stream.handle, gr: (7, 1, 1)})
+    stream.synchronize()
+    assert out.tolist() == [i + 1.0 for i in range(n)]
+    assert stream.count == 1
+    with pytest.raises(TypeError, match="unexpected keyword argument 'streams'"):
+        plan(x.arg, y.arg, out.arg, n, **{make("streams"): stream.handle})
+    assert stream.count == 1
+
+
 def test_grid_program_constant_folds_to_static(kernels):
     plan = vadd_plan(kernels, grid_exprs=["-((4096) // -(B))", "1", "1"])
     assert plan.grid_mode == "static"
