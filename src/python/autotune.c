@@ -279,6 +279,52 @@ static PyObject *at_vectorcall(PyObject *callable, PyObject *const *args, size_t
   return at_dispatch(self, NULL, args, nargs, kwnames, warmup);
 }
 
+/* The run() form with its keywords in a dict: a subclass's super().run(*args, **kwargs) reaches
+ * TunerSlot's bound form with the dict CPython built, read here in place (no kwnames tuple made per
+ * call). The names without grid= and warmup= are compared with the last ones by identity; any other
+ * shape of call takes the vectorcall's path. */
+PyObject *fl_at_call_dict(PyObject *callable, PyObject *const *args, size_t nargs, PyObject *kwargs) {
+  AutotuneObject *self = (AutotuneObject *)callable;
+  Py_ssize_t nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+  if (!self->inner_is_jit || nargs > 256 || nkw < 2 || nkw > AT_MAX_KW + 2)
+    return PyObject_VectorcallDict(callable, args, nargs, kwargs);
+  PyObject *argv[256 + AT_MAX_KW], *keys[AT_MAX_KW + 2], *grid = NULL, *warmup = NULL, *key, *value;
+  memcpy(argv, args, nargs * sizeof(PyObject *));
+  PyObject *names = self->strip_out;
+  int same = names != NULL && PyTuple_GET_SIZE(names) == nkw - 2;
+  Py_ssize_t pos = 0, j = 0;
+  while (PyDict_Next(kwargs, &pos, &key, &value)) {
+    if (!grid && fl_ext_name_is(key, self->state->str_grid)) {
+      grid = value;
+    } else if (!warmup && fl_ext_name_is(key, self->state->str_warmup)) {
+      warmup = value;
+    } else {
+      if (j >= AT_MAX_KW) return PyObject_VectorcallDict(callable, args, nargs, kwargs);
+      same = same && j < nkw - 2 && PyTuple_GET_ITEM(names, j) == key;
+      keys[j] = key;
+      argv[nargs + (size_t)j++] = value;
+    }
+  }
+  if (PyErr_Occurred()) return NULL;
+  int warm = warmup ? PyObject_IsTrue(warmup) : 1;
+  if (warm < 0) return NULL;
+  if (!grid || warm) return PyObject_VectorcallDict(callable, args, nargs, kwargs);
+  if (!same) {
+    PyObject *out = PyTuple_New(j);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < j; i++) PyTuple_SET_ITEM(out, i, Py_NewRef(keys[i]));
+    Py_CLEAR(self->strip_in); /* the vectorcall's form compares its own kwnames again */
+    Py_XSETREF(self->strip_out, out);
+    names = out;
+  }
+  Py_INCREF(names);
+  Py_INCREF(kwargs); /* its values are the call's arguments, borrowed */
+  PyObject *r = at_dispatch(self, grid, argv, nargs, names, 0);
+  Py_DECREF(kwargs);
+  Py_DECREF(names);
+  return r;
+}
+
 /* ---- construction and the policy's methods ---- */
 static PyObject *at_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"autotuner", "stock_run", "policy", "arg_names", "key_params", "configs", NULL};

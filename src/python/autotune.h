@@ -66,4 +66,7 @@ int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, Py
                    const char **why);
 at_entry *fl_at_table_find(AutotuneObject *self, const at_key *k, uint64_t h);
 
+/* autotune.c: the run() form called with its keywords in a dict (TunerSlot's bound form). */
+PyObject *fl_at_call_dict(PyObject *callable, PyObject *const *args, size_t nargs, PyObject *kwargs);
+
 #endif

@@ -63,6 +63,7 @@ typedef struct {
   PyTypeObject *jit_call_type;
   PyTypeObject *jit_subscript_type;
   PyTypeObject *autotune_type; /* autotune.c: Triton's Autotuner's dispatcher */
+  PyTypeObject *tuner_bound_type; /* tuner_slot.c: the slot bound to an instance */
   PyTypeObject *heuristics_type; /* heuristics.c: Triton's Heuristics' dispatcher */
   PyObject *str_heuristics_count;
   int dict_watcher;           /* 3.12+: the watcher id of the JIT's watched dicts */

@@ -398,9 +398,10 @@ static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_
 }
 
 /* Any other callable grid: called once, with the mapping Triton passes. *computed is what Triton
- * gets if the call goes there after all: the answer, or (when the answer is itself callable, which
- * Triton would not call again) a callable returning it. 0 read; -1 not read here; *computed NULL
- * with an exception. */
+ * gets if the call goes there after all: the answer, or a callable returning it when the answer is
+ * itself callable (which Triton would not call again) or None (which Triton 3.5 to 3.8 refuse as a
+ * grid with an AssertionError, where the caller's callable answering None meets len()'s TypeError).
+ * 0 read; -1 not read here; *computed NULL with an exception. */
 static FL_EXT_COLD int called_grid(JitObject *self, PyObject *const *pv, PyObject *grid, int64_t g[3],
                                    PyObject **computed) {
   self->grid_calls++;
@@ -409,7 +410,7 @@ static FL_EXT_COLD int called_grid(JitObject *self, PyObject *const *pv, PyObjec
   Py_XDECREF(meta);
   if (!*computed) return -1;
   if (fl_jit_read_grid(*computed, g) == 0 && ((g[1] | g[2]) == 1 || !fl_jit_grid_product_wraps(g))) return 0;
-  if (PyCallable_Check(*computed)) {
+  if (*computed == Py_None || PyCallable_Check(*computed)) {
     PyObject *wrapped = PyObject_CallMethod(self->policy, "answered_grid", "O", *computed);
     Py_SETREF(*computed, wrapped);
   }

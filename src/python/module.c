@@ -232,6 +232,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(st->jit_call_type);
   Py_VISIT(st->jit_subscript_type);
   Py_VISIT(st->autotune_type);
+  Py_VISIT(st->tuner_bound_type);
   Py_VISIT(st->heuristics_type);
   return 0;
 }
@@ -255,6 +256,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->jit_call_type);
   Py_CLEAR(st->jit_subscript_type);
   Py_CLEAR(st->autotune_type);
+  Py_CLEAR(st->tuner_bound_type);
   Py_CLEAR(st->heuristics_type);
   return 0;
 }

@@ -128,6 +128,7 @@ def test_fla_kernels_match_tritons_own_jit(tmp_path):
 
 CHECK_NAMES = ["steady_state_is_fast_and_grid_programs_run_in_c", "registered_c_sources_read_the_stream",
                "autotuned_keys_launch_the_tuned_config_and_the_rest_goes_to_triton",
+               "subclass_super_run_reads_the_keywords_dict",
                "warmup_goes_to_triton_and_launches_nothing",
                "pre_run_hooks_and_launch_hooks_go_to_triton", "a_changed_global_raises_tritons_error",
                "values_triton_refuses_raise_the_same_and_launch_nothing",

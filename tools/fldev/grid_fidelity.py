@@ -246,7 +246,7 @@ def main(n=10_000, seed=2026):
             ra, rb = a[0][1], b[0][1]
             same = (ra is None) == (rb is None) and (ra is None or (ra.hash == rb.hash and type(ra) is type(rb)))
         if not same:
-            mismatches.append((i, name, repr(grid)[:80], a, b))
+            mismatches.append((i, name, kind, repr(grid)[:80], a, b))
         stats["launched" if a[1] else "not_launched"] += 1
         outcome = "raised" if a[0][0] == "raised" else "not_launched" if not b[1] else "triton" if b[4] else "fastlaunch"
         forms.setdefault(kind, collections.Counter())[outcome] += 1

@@ -135,6 +135,54 @@ def autotuned_keys_launch_the_tuned_config_and_the_rest_goes_to_triton(env):
 
 
 @check
+def subclass_super_run_reads_the_keywords_dict(env):
+    """An Autotuner subclass whose run calls super().run(*args, **kwargs) (fla's CachedAutotuner):
+    `super().run` is the slot bound to the instance, which reads the keyword dict CPython built in
+    place. Keywords in another order, a super().run without warmup=, and plain attribute access
+    each launch once, the tuned config; an instance fastlaunch did not admit runs Triton's own run."""
+    from triton.runtime.autotuner import Autotuner
+
+    class Sub(Autotuner):
+        calls = 0
+
+        def run(self, *args, **kwargs):
+            Sub.calls += 1
+            if kwargs.pop("drop_warmup", False):
+                kwargs.pop("warmup")
+            return super().run(*args, **kwargs)
+
+    fn = env.K.tuned.fn
+    tuner = Sub(fn, fn.arg_names, env.K.tuned.configs, ["n"], None, None)
+    grid = lambda META: (triton.cdiv(1000, META["BLOCK"]),)  # noqa: E731
+    for _ in range(3):
+        tuner[grid](env.x, env.y, 1000)
+    bound = super(Sub, tuner).run
+    c0 = dict(vars(tuner)["_fastlaunch_run"].counts)
+    launched, blocks = [], []
+    for call in 2 * (lambda: tuner[grid](env.x, env.y, n=1000), lambda: tuner[grid](env.x, n=1000, y_ptr=env.y),
+                 lambda: tuner[grid](y_ptr=env.y, x_ptr=env.x, n=1000),
+                 lambda: bound(env.x, env.y, 1000, grid=grid, warmup=False),
+                 lambda: Sub.run(tuner, env.x, env.y, 1000, grid=grid, warmup=False, drop_warmup=True)):
+        if len(launched) == 5:  # the second round: every key form tuned (a keyword n= is a key of its own)
+            c0 = dict(vars(tuner)["_fastlaunch_run"].counts)
+        before = env.launches()
+        env.stub.record(0)
+        call()
+        blocks.append(env.stub.state.block[0])
+        env.stub.count_only()
+        launched.append(env.launches() - before)
+    c1 = dict(vars(tuner)["_fastlaunch_run"].counts)
+    other = Sub(fn, fn.arg_names, env.K.tuned.configs, ["n"], None, None)  # never called through kernel[grid]
+    before = env.launches()
+    other.run(env.x, env.y, 1000, grid=grid, warmup=False)
+    other_launched = env.launches() - before
+    ok = (launched == [1] * 10 and blocks == [128] * 10 and c1["fast"] == c0["fast"] + 5 and bound.__self__ is tuner
+          and "TunerSlot" in repr(type(bound)) and other_launched == 1 + len(other.configs)
+          and other.best_config is other.configs[1] and Sub.calls == 3 + 2 * 4 + 1)
+    return ok, (launched, blocks, c0, c1, type(bound), other_launched)
+
+
+@check
 def warmup_goes_to_triton_and_launches_nothing(env):
     env.add()
     before, c0 = env.launches(), counts(env.K.tensors)
