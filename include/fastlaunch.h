@@ -96,13 +96,14 @@ FL_EXTERN bool fl_kind_is_unsigned(fl_kind kind); /* u8..u64 */
  * ABI, for the layout and for the launch. Only the options of the target's own ABI are
  * read; fl_target_set sets one by name, refusing names the ABI does not have.
  * ------------------------------------------------------------------------------------------- */
-typedef enum fl_abi { FL_ABI_HOST, FL_ABI_CUDA, FL_ABI_NPU, FL_ABI_COUNT } fl_abi;
+typedef enum fl_abi { FL_ABI_HOST, FL_ABI_CUDA, FL_ABI_NPU, FL_ABI_HIP, FL_ABI_COUNT } fl_abi;
 
-FL_EXTERN const char *fl_abi_name(fl_abi abi); /* "host", "cuda", "npu"; NULL when out of range */
+FL_EXTERN const char *fl_abi_name(fl_abi abi); /* "host", "cuda", "npu", "hip"; NULL when out of range */
 FL_EXTERN fl_status fl_abi_parse(const char *name, fl_abi *out, fl_error *err);
 
 #define FL_CUDA_MAX_HIDDEN_PTRS 2
 #define FL_NPU_MAX_SCRATCH 2
+#define FL_HIP_MAX_HIDDEN_PTRS 2
 
 typedef struct fl_cuda_options {
   uint32_t hidden_ptrs; /* layout: trailing pointer slots (global, then profile scratch), zeroed */
@@ -127,10 +128,22 @@ typedef struct fl_npu_options {
                           * otherwise an aclrtFuncHandle, through aclrtLaunchKernelWithHostArgs */
 } fl_npu_options;
 
+/* AMD GPUs (Triton's hsaco): the kernarg segment is laid out as cuda's buffer (natural C sizes and
+ * alignment, i1 one byte), then Triton's two scratch pointers. */
+typedef struct fl_hip_options {
+  uint32_t hidden_ptrs; /* layout: trailing pointer slots (global, then profile scratch), zeroed */
+  uint32_t num_warps;   /* block = warp_size x num_warps; 0 means 4 */
+  uint32_t warp_size;   /* the target's wavefront: 64 (gfx9, MI300) or 32 (gfx10 and later); 0 means 64 */
+  uint32_t num_ctas;    /* refused above 1 (Triton launches those with hipDrvLaunchKernelEx) */
+  uint32_t shared_mem;  /* dynamic LDS in bytes */
+  bool cooperative;     /* refused (Triton launches those with hipModuleLaunchCooperativeKernel) */
+} fl_hip_options;
+
 typedef struct fl_target {
   fl_abi abi;
   fl_cuda_options cuda; /* read when abi is FL_ABI_CUDA */
   fl_npu_options npu;   /* read when abi is FL_ABI_NPU */
+  fl_hip_options hip;   /* read when abi is FL_ABI_HIP */
 } fl_target;
 
 /* Sets the option `name` of the target's ABI ("num_warps", "clamp_blocks", ...) to `value`.
@@ -199,6 +212,7 @@ typedef enum fl_backend_id {
   FL_BACKEND_NULL,
   FL_BACKEND_CUDA,
   FL_BACKEND_NPU,
+  FL_BACKEND_HIP,
   FL_BACKEND_COUNT
 } fl_backend_id;
 
@@ -220,7 +234,7 @@ typedef enum fl_kernel_kind {
 typedef enum fl_memory {
   FL_MEMORY_ANY,  /* the backend dereferences nothing (null) */
   FL_MEMORY_HOST, /* host memory (the host backend's kernels run on the CPU) */
-  FL_MEMORY_CUDA, /* an NVIDIA GPU's memory */
+  FL_MEMORY_CUDA, /* a GPU's memory as torch names it "cuda": NVIDIA's, and AMD's in torch's ROCm build */
   FL_MEMORY_NPU,  /* an Ascend NPU's memory */
   FL_MEMORY_OTHER /* anything else (a caller's answer for memory no backend takes) */
 } fl_memory;

@@ -55,6 +55,10 @@ FL_EXTERN fl_status fl_bench_launch_loop(const fl_plan *plan, uint64_t stream, c
 FL_EXTERN fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module,
                                         fl_error *err);
 FL_EXTERN void fl_cuda_module_unload(void *module);
+/* The same through the hip backend's runtime (hipModuleLoadData of an hsaco image). */
+FL_EXTERN fl_status fl_hip_module_load(const void *image, const char *name, void **function, void **module,
+                                       fl_error *err);
+FL_EXTERN void fl_hip_module_unload(void *module);
 
 /* ---------------------------------------------------------------------------------------------
  * Conversions the packer uses, for reference tests; false when the finite value overflows the

@@ -8,12 +8,14 @@ extern const fl__backend fl__backend_host;
 extern const fl__backend fl__backend_null;
 extern const fl__backend fl__backend_cuda;
 extern const fl__backend fl__backend_npu;
+extern const fl__backend fl__backend_hip;
 
 static const fl__backend *const backends[FL_BACKEND_COUNT] = {
     [FL_BACKEND_HOST] = &fl__backend_host,
     [FL_BACKEND_NULL] = &fl__backend_null,
     [FL_BACKEND_CUDA] = &fl__backend_cuda,
     [FL_BACKEND_NPU] = &fl__backend_npu,
+    [FL_BACKEND_HIP] = &fl__backend_hip,
 };
 
 #ifdef FL_TESTING

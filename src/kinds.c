@@ -9,7 +9,7 @@
 
 /* Every fact of a kind, in its row: layout.c reads the sizes, pack.c the class, range and format,
  * plans derive their inline packing from it, the extension reads a Python value by its class.
- * Sizes: host and cuda take the natural C size, i1 one byte (Triton's CUDA launcher passes booleans
+ * Sizes: host, cuda and hip take the natural C size, i1 one byte (Triton's CUDA launcher passes booleans
  * as int8), fp16 and bf16 their 16 bits; npu follows Triton-Ascend's ty_to_cpp: i1 is an int32_t
  * and a float below 64 bits a C float, and its launcher aligns pointers and types whose name ends
  * in "64" to 8, everything else to 4 (an i8 takes one byte at a 4-aligned offset). */
@@ -80,7 +80,7 @@ fl_status fl_kind_parse(const char *text, fl_kind *out, fl_error *err) {
   return fl__fail(err, FL_BAD_KIND, true, "kind_unknown:%.60s", text);
 }
 
-static const char *const abi_names[FL_ABI_COUNT] = {"host", "cuda", "npu"};
+static const char *const abi_names[FL_ABI_COUNT] = {"host", "cuda", "npu", "hip"};
 
 const char *fl_abi_name(fl_abi abi) {
   if ((unsigned)abi >= FL_ABI_COUNT) return NULL;

@@ -10,6 +10,7 @@ size_t fl__layout_kind_size(fl_abi abi, fl_kind kind) {
   switch (abi) {
   case FL_ABI_HOST:
   case FL_ABI_CUDA:
+  case FL_ABI_HIP:
     return fl__kinds[k].size;
   case FL_ABI_NPU:
     return fl__kinds[k].npu_size;
@@ -24,6 +25,7 @@ size_t fl__layout_kind_align(fl_abi abi, fl_kind kind) {
   switch (abi) {
   case FL_ABI_HOST:
   case FL_ABI_CUDA:
+  case FL_ABI_HIP:
     /* Every natural slot is a power of two no larger than 8, so its size is its alignment. */
     return fl__kinds[k].size;
   case FL_ABI_NPU:
@@ -93,12 +95,14 @@ fl_status fl_layout_compute(const fl_target *target, const fl_kind *kinds, size_
       if (h == 0) out.hidden_first = (int64_t)at;
     }
     out.hidden_count = hidden;
-  } else if (abi == FL_ABI_CUDA) {
-    for (uint32_t h = 0; h < target->cuda.hidden_ptrs; h++) {
+  } else if (abi == FL_ABI_CUDA || abi == FL_ABI_HIP) {
+    /* Triton's scratch pointers after the arguments: cuda's parameter list, hip's kernarg segment. */
+    uint32_t hidden = abi == FL_ABI_CUDA ? target->cuda.hidden_ptrs : target->hip.hidden_ptrs;
+    for (uint32_t h = 0; h < hidden; h++) {
       size_t at = place(&c, ptr, 8);
       if (h == 0) out.hidden_first = (int64_t)at;
     }
-    out.hidden_count = target->cuda.hidden_ptrs;
+    out.hidden_count = hidden;
   }
   /* Like a C struct, the buffer ends with tail padding up to its own alignment; the NPU launcher
    * passes sizeof(args), padding included, as argsSize. */

@@ -15,6 +15,7 @@ typedef struct option {
 
 #define CUDA_OPT(field, type, max) {FL_ABI_CUDA, #field, offsetof(fl_target, cuda.field), type, max}
 #define NPU_OPT(field, type, max) {FL_ABI_NPU, #field, offsetof(fl_target, npu.field), type, max}
+#define HIP_OPT(field, type, max) {FL_ABI_HIP, #field, offsetof(fl_target, hip.field), type, max}
 
 static const option options[] = {
     CUDA_OPT(hidden_ptrs, OPT_U32, FL_CUDA_MAX_HIDDEN_PTRS),
@@ -32,6 +33,12 @@ static const option options[] = {
     NPU_OPT(dyn_ubuf, OPT_U32, UINT32_MAX),
     NPU_OPT(clamp_blocks, OPT_U32, UINT32_MAX),
     NPU_OPT(rt_stub, OPT_BOOL, 1),
+    HIP_OPT(hidden_ptrs, OPT_U32, FL_HIP_MAX_HIDDEN_PTRS),
+    HIP_OPT(num_warps, OPT_U32, 32),
+    HIP_OPT(warp_size, OPT_U32, 64),
+    HIP_OPT(num_ctas, OPT_U32, 16),
+    HIP_OPT(shared_mem, OPT_U32, UINT32_MAX),
+    HIP_OPT(cooperative, OPT_BOOL, 1),
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -108,5 +115,8 @@ fl_status fl__target_check(const fl_target *t, fl_error *err) {
   /* Triton-Ascend reserves the global and profile scratch slots only for pure-SIMT kernels. */
   if (t->abi == FL_ABI_NPU && t->npu.scratch > 0 && !t->npu.simt_only)
     return fl__fail(err, FL_BAD_DESCRIPTOR, true, "npu_scratch_requires_simt_only");
+  /* An AMD wavefront is 64 lanes (gfx9) or 32 (gfx10 and later). */
+  if (t->abi == FL_ABI_HIP && t->hip.warp_size != 0 && t->hip.warp_size != 32 && t->hip.warp_size != 64)
+    return fl__fail(err, FL_BAD_DESCRIPTOR, true, "option_out_of_range:warp_size:%u", t->hip.warp_size);
   return FL_OK;
 }

@@ -112,8 +112,9 @@ def report(file=None, *, as_dict: bool = False):
 
 
 def layout(abi: str, kinds, **options) -> dict:
-    """Where each argument of a signature sits in the packed buffer of an ABI (host, cuda or
-    npu) with those options: {size, align, args, grid, ffts, hidden}."""
+    """Where each argument of a signature sits in the packed buffer of an ABI (host, cuda, npu or
+    hip, whose buffer is the kernarg segment) with those options: {size, align, args, grid, ffts,
+    hidden}."""
     return _C.layout(abi, kinds, options)
 
 

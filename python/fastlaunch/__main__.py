@@ -45,7 +45,7 @@ def _count(text: str) -> int:
 
 # ---- layout --------------------------------------------------------------------------------------
 
-_ABIS = ("host", "cuda", "npu")
+_ABIS = ("host", "cuda", "npu", "hip")
 
 # Option names that appear in the library's refusal reasons, mapped to the flag that sets them.
 # The library's layout refusals (their code) that one flag causes.
@@ -73,7 +73,7 @@ def _setup_layout(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scratch", type=_count, default=0, metavar="N",
                         help="npu: N pointer-width scratch slots after the grid (needs --simt-only)")
     parser.add_argument("--hidden-ptrs", type=_count, default=0, metavar="N",
-                        help="cuda: N trailing hidden pointer slots")
+                        help="cuda, hip: N trailing hidden pointer slots (Triton's scratch pointers)")
     parser.add_argument("--indent", type=_count, default=None, metavar="N",
                         help="indent the JSON by N spaces (default: one line)")
     parser.add_argument("kinds", nargs="+", metavar="KIND",

@@ -47,6 +47,9 @@ VARIABLES = (
              "The Ascend ACL library to open instead of the system's."),
     Variable("FASTLAUNCH_LIBRUNTIME", "path", "libruntime.so", "import fastlaunch (the npu backend's setting)",
              "The Ascend runtime library (rtKernelLaunch) to open instead of the system's."),
+    Variable("FASTLAUNCH_LIBHIP", "path", "TRITON_LIBHIP_PATH, else torch's ROCm libamdhip64, else the system's",
+             "import fastlaunch (the hip backend's setting)",
+             "The HIP runtime (libamdhip64.so) the hip backend opens; TRITON_LIBHIP_PATH is honoured after it."),
     Variable("FASTLAUNCH_LIBTORCH_NPU", "path", "libtorch_npu.so (loaded by torch_npu)", "fastlaunch._npu_queue",
              "torch_npu's library, for its task queue, when it is not the one torch_npu loaded."),
 )
@@ -67,6 +70,7 @@ class Config:
     libascendcl: Optional[str] = None
     libruntime: Optional[str] = None
     libtorch_npu: Optional[str] = None
+    libhip: Optional[str] = None
 
 
 def _switch(name: str, raw: Optional[str], default: bool) -> bool:
@@ -110,7 +114,24 @@ def read(environ: Optional[Mapping[str, str]] = None) -> Config:
         libascendcl=env.get("FASTLAUNCH_LIBASCENDCL") or None,
         libruntime=env.get("FASTLAUNCH_LIBRUNTIME") or None,
         libtorch_npu=env.get("FASTLAUNCH_LIBTORCH_NPU") or None,
+        libhip=env.get("FASTLAUNCH_LIBHIP") or env.get("TRITON_LIBHIP_PATH") or _torch_libhip(),
     )
+
+
+def _torch_libhip() -> Optional[str]:
+    """The libamdhip64 of torch's ROCm build (torch/lib), found without importing torch: the process
+    must use the HIP runtime torch loads, as Triton's AMD driver does."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(d, "lib", "libamdhip64.so")
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def backend_settings(cfg: Config):
@@ -118,6 +139,7 @@ def backend_settings(cfg: Config):
     out = [("cuda", "params", cfg.cuda_params)]
     out += [("npu", name, value) for name, value in (("libascendcl", cfg.libascendcl), ("libruntime", cfg.libruntime))
             if value]
+    out += [("hip", "library", cfg.libhip)] if cfg.libhip else []
     return out
 
 

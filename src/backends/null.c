@@ -98,7 +98,7 @@ const fl__backend fl__backend_null = {
     .state = &the_state,
     /* It measures the launch path of any ABI: the plan's target says which. */
     .default_abi = FL_ABI_HOST,
-    .abi_mask = (1u << FL_ABI_HOST) | (1u << FL_ABI_CUDA) | (1u << FL_ABI_NPU),
+    .abi_mask = (1u << FL_ABI_HOST) | (1u << FL_ABI_CUDA) | (1u << FL_ABI_NPU) | (1u << FL_ABI_HIP),
     .kernel = FL_KERNEL_NONE,
     .memory = FL_MEMORY_ANY,
     .grid_max = {INT32_MAX, INT32_MAX, INT32_MAX},

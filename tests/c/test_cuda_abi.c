@@ -90,7 +90,7 @@ static void settings_are_checked(void) {
   if (in_fake_child()) return;
   fl_error err;
   ASSERT_FAILS(fl_backend_configure(FL_BACKEND_COUNT, "params", "array", &err), &err, FL_BAD_DESCRIPTOR,
-               "backend_unknown:4");
+               "backend_unknown:5");
   ASSERT_FAILS(fl_backend_configure(FL_BACKEND_HOST, "library", "x", &err), &err, FL_BAD_VALUE,
                "setting_unknown:host:library");
   ASSERT_FAILS(fl_backend_configure(FL_BACKEND_CUDA, "nope", "x", &err), &err, FL_BAD_VALUE, "setting_unknown:cuda:nope");

@@ -20,9 +20,8 @@
 #include "fl_test.h"
 
 static fl_target npu_opts(bool ffts, bool simt_only, bool dtdata, uint32_t scratch) {
-  fl_target o = {.abi = FL_ABI_NPU, .npu.ffts = ffts, .npu.simt_only = simt_only,
-                      .npu.dtdata = dtdata, .npu.scratch = scratch};
-  return o;
+  return (fl_target){.abi = FL_ABI_NPU, .npu.ffts = ffts, .npu.simt_only = simt_only, .npu.dtdata = dtdata,
+                     .npu.scratch = scratch};
 }
 
 /* The three worked examples of shared/research/torch_npu_fast_launch.md section 2.3, computed there
@@ -200,7 +199,7 @@ static void refusals(void) {
   ASSERT_TRUE(!err.backend_submitted);
   ASSERT_FAILS(fl_layout_compute(NULL, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR, "target_null");
   o.abi = FL_ABI_COUNT;
-  ASSERT_FAILS(fl_layout_compute(&o, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR, "abi_unknown:3");
+  ASSERT_FAILS(fl_layout_compute(&o, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR, "abi_unknown:4");
   o.abi = -7;
   ASSERT_FAILS(fl_layout_compute(&o, ok, 2, &l, off, &err), &err, FL_BAD_DESCRIPTOR, "abi_unknown:-7");
   o.abi = FL_ABI_CUDA;
@@ -305,10 +304,12 @@ static size_t option_sets(option_set *sets) {
   size_t n = 0;
   sets[n].opts = (fl_target){.abi = FL_ABI_HOST};
   snprintf(sets[n++].label, sizeof sets[0].label, "host");
-  for (uint32_t h = 0; h <= FL_CUDA_MAX_HIDDEN_PTRS; h++) {
-    sets[n].opts = (fl_target){.abi = FL_ABI_CUDA, .cuda.hidden_ptrs = h};
-    snprintf(sets[n++].label, sizeof sets[0].label, "cuda_hidden%u", (unsigned)h);
-  }
+  for (int hip = 0; hip < 2; hip++) /* hip's kernarg segment is cuda's C struct (test_hip.py: real hsaco) */
+    for (uint32_t h = 0; h <= FL_CUDA_MAX_HIDDEN_PTRS; h++) {
+      sets[n].opts = hip ? (fl_target){.abi = FL_ABI_HIP, .hip.hidden_ptrs = h, .hip.warp_size = 64}
+                         : (fl_target){.abi = FL_ABI_CUDA, .cuda.hidden_ptrs = h};
+      snprintf(sets[n++].label, sizeof sets[0].label, "%s_hidden%u", hip ? "hip" : "cuda", (unsigned)h);
+    }
   for (int ffts = 0; ffts < 2; ffts++)
     for (int simt = 0; simt < 2; simt++)
       for (int dt = 0; dt < 2; dt++)
@@ -366,13 +367,13 @@ static void emit_struct(FILE *f, const fl_target *o, const fl_kind *k, size_t n,
     else
       fprintf(f, "  %s a%zu;\n", natural_ctype[k[i]], i);
   }
+  static const char *const scratch[2] = {"global_scratch", "profile_scratch"};
   const char *first_hidden = NULL, *last_hidden = NULL;
   unsigned hidden = 0;
   if (npu) {
     fprintf(f, "  int32_t gridX __attribute__((aligned(4)));\n"
                "  int32_t gridY __attribute__((aligned(4)));\n"
                "  int32_t gridZ __attribute__((aligned(4)));\n");
-    static const char *const scratch[2] = {"global_scratch", "profile_scratch"};
     for (uint32_t h = 0; h < o->npu.scratch && h < 2; h++) {
       fprintf(f, "  void* %s __attribute__((aligned(8)));\n", scratch[h]);
       if (!first_hidden) first_hidden = scratch[h];
@@ -386,8 +387,7 @@ static void emit_struct(FILE *f, const fl_target *o, const fl_kind *k, size_t n,
       hidden++;
     }
   } else {
-    static const char *const scratch[2] = {"global_scratch", "profile_scratch"};
-    for (uint32_t h = 0; h < o->cuda.hidden_ptrs && h < 2; h++) {
+    for (uint32_t h = 0; h < (o->abi == FL_ABI_HIP ? o->hip.hidden_ptrs : o->cuda.hidden_ptrs) && h < 2; h++) {
       fprintf(f, "  void* %s;\n", scratch[h]);
       if (!first_hidden) first_hidden = scratch[h];
       last_hidden = scratch[h];
@@ -493,7 +493,7 @@ static void conformance_against_compiler(void) {
 
   option_set sets[MAX_OPTION_SETS];
   size_t nsets = option_sets(sets);
-  ASSERT_EQ_U(nsets, 20); /* host, cuda x3, npu x16 (scratch 0..2 only with simt_only) */
+  ASSERT_EQ_U(nsets, 23); /* host, cuda x3, hip x3, npu x16 (scratch 0..2 only with simt_only) */
   sig_list sigs[MAX_OPTION_SETS];
   memset(sigs, 0, sizeof sigs);
   char path[700];

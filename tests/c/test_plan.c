@@ -495,9 +495,13 @@ static void targets_by_name(void) {
   ASSERT_STREQ(fl_target_option_name(FL_ABI_NPU, 7), "clamp_blocks");
   ASSERT_STREQ(fl_target_option_name(FL_ABI_NPU, 8), "rt_stub");
   ASSERT_TRUE(fl_target_option_name(FL_ABI_NPU, 9) == NULL);
+  ASSERT_STREQ(fl_target_option_name(FL_ABI_HIP, 2), "warp_size");
+  ASSERT_TRUE(fl_target_option_name(FL_ABI_HIP, 6) == NULL);
   fl_abi a;
   ASSERT_OK(fl_abi_parse("npu", &a, &err), &err);
   ASSERT_EQ(a, FL_ABI_NPU);
+  ASSERT_OK(fl_abi_parse("hip", &a, &err), &err);
+  ASSERT_EQ(a, FL_ABI_HIP);
   ASSERT_FAILS(fl_abi_parse("gpu", &a, &err), &err, FL_BAD_DESCRIPTOR, "abi_unknown:gpu");
 }
 
@@ -513,7 +517,8 @@ static void backend_tables(void) {
   } want[] = {{FL_BACKEND_HOST, "host", FL_ABI_HOST, FL_KERNEL_HOST_FN, true},
               {FL_BACKEND_NULL, "null", FL_ABI_HOST, FL_KERNEL_NONE, true},
               {FL_BACKEND_CUDA, "cuda", FL_ABI_CUDA, FL_KERNEL_HANDLE, false},
-              {FL_BACKEND_NPU, "npu", FL_ABI_NPU, FL_KERNEL_HANDLE, false}};
+              {FL_BACKEND_NPU, "npu", FL_ABI_NPU, FL_KERNEL_HANDLE, false},
+              {FL_BACKEND_HIP, "hip", FL_ABI_HIP, FL_KERNEL_HANDLE, false}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     ASSERT_OK(fl_backend_info_get(want[i].id, &info, &err), &err);
     ASSERT_STREQ(info.name, want[i].name);
@@ -523,7 +528,7 @@ static void backend_tables(void) {
     ASSERT_TRUE(info.own_streams == want[i].own_streams);
     ASSERT_TRUE(info.abi_mask & (1u << want[i].abi));
   }
-  ASSERT_FAILS(fl_backend_info_get(FL_BACKEND_COUNT, &info, &err), &err, FL_BAD_DESCRIPTOR, "backend_unknown:4");
+  ASSERT_FAILS(fl_backend_info_get(FL_BACKEND_COUNT, &info, &err), &err, FL_BAD_DESCRIPTOR, "backend_unknown:5");
   /* A backend without its own launch loop says so. */
   fl_plan_desc d = null_desc();
   fl_plan *p = NULL;
@@ -543,7 +548,7 @@ static void fault_injection_targets_one_plan(void) {
   fl_plan_desc d = null_desc();
   fl_plan *armed = NULL, *other = NULL, *plain = NULL;
   ASSERT_OK(fl_plan_create(&d, &plain, &err), &err);
-  ASSERT_FAILS(fl_fault_wrap(FL_BACKEND_COUNT, true, &err), &err, FL_BAD_VALUE, "backend_unknown:4");
+  ASSERT_FAILS(fl_fault_wrap(FL_BACKEND_COUNT, true, &err), &err, FL_BAD_VALUE, "backend_unknown:5");
   ASSERT_OK(fl_fault_wrap(FL_BACKEND_NULL, true, &err), &err);
   ASSERT_OK(fl_plan_create(&d, &armed, &err), &err);
   ASSERT_OK(fl_plan_create(&d, &other, &err), &err);

@@ -205,7 +205,7 @@ def test_plan_refusals(kernels):
         with pytest.raises(FastLaunchPlanUnavailable) as e:
             Plan(None, kinds, backend="null")
         assert e.value.reason == reason and e.value.stable is True
-    with pytest.raises(ValueError, match="backend: unknown backend .gpu. \\(expected one of host, null, cuda, npu\\)"):
+    with pytest.raises(ValueError, match="backend: unknown backend .gpu. \\(expected one of host, null, cuda, npu, hip\\)"):
         Plan(None, ["ptr"], backend="gpu")
     with pytest.raises(TypeError, match="kernel: the host backend needs a HostKernel, got str"):
         Plan("k", ["ptr"])
@@ -332,7 +332,9 @@ def test_a_plan_takes_a_typed_spec():
         Plan(None, ["ptr"], backend="null", abi="gpu")
     info = fastlaunch._C.backend_info("npu")
     assert info == {"name": "npu", "abi": "npu", "abis": ["npu"], "kernel": "handle", "own_streams": False}
-    assert fastlaunch._C.backend_info("null")["abis"] == ["host", "cuda", "npu"]
+    assert fastlaunch._C.backend_info("null")["abis"] == ["host", "cuda", "npu", "hip"]
+    assert fastlaunch._C.backend_info("hip") == {"name": "hip", "abi": "hip", "abis": ["hip"], "kernel": "handle",
+                                                 "own_streams": False}
     assert fastlaunch._C.backend_info("host")["kernel"] == "host_fn"
 
 

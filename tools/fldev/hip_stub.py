@@ -1,0 +1,100 @@
+"""The `hip-stub` stand-in for tests and benchmarks: fastlaunch's hip backend (and, later, Triton's
+own AMD launcher) over one libamdhip64 stand-in (hip_stub.c) that launches nothing, on a machine
+without an AMD GPU.
+
+    lib = hip_stub.build()           # the stand-in, built once per source, its path
+    stub = hip_stub.Stub(lib)        # its state (hip_stub.h) and its calls, through ctypes
+    ck = hip_stub.compile(fn, signature, constexprs)  # a real hsaco for gfx942, from Triton's wheel
+    fn = stub.load_function(ck.asm["hsaco"], ck.name)  # its hipFunction_t, loaded by the stand-in
+    stub.kernel_info(hsaco, name)    # the code object metadata: kernarg size, each argument's offset
+
+The hip backend opens it when it is its "library" setting (FASTLAUNCH_LIBHIP before import).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STREAM = 0x7F3A_5C00_1230  # a stream handle of the size real ones have
+MAX_ARGS, KERNARG_MAX = 128, 4096
+
+
+class Kernel(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 128), ("kernarg_size", ctypes.c_uint32), ("nargs", ctypes.c_uint32),
+                ("offset", ctypes.c_uint32 * MAX_ARGS), ("size", ctypes.c_uint32 * MAX_ARGS)]
+
+
+class State(ctypes.Structure):
+    _fields_ = [("calls", ctypes.c_uint64), ("get_device_calls", ctypes.c_uint64), ("record", ctypes.c_int),
+                ("version", ctypes.c_int), ("device", ctypes.c_int), ("warp_size", ctypes.c_int),
+                ("max_shared", ctypes.c_int), ("fail_load", ctypes.c_int), ("fail_launch", ctypes.c_int),
+                ("fail_get_device", ctypes.c_int), ("host_pointer", ctypes.c_uint64), ("function", ctypes.c_uint64),
+                ("stream", ctypes.c_uint64), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("used_params", ctypes.c_int), ("known_function", ctypes.c_int),
+                ("kernarg_size", ctypes.c_uint32), ("kernarg", ctypes.c_ubyte * KERNARG_MAX)]
+
+
+def build(directory=None):
+    """The stand-in's path, compiled once per source into the cache (~/.cache/fastlaunch/hip-stub)."""
+    directory = directory or os.path.join(os.environ.get("FASTLAUNCH_CACHE_DIR") or
+                                          os.path.expanduser("~/.cache/fastlaunch"), "hip-stub")
+    src = os.path.join(HERE, "hip_stub.c")
+    digest = hashlib.sha256()
+    for name in ("hip_stub.c", "hip_stub.h"):
+        with open(os.path.join(HERE, name), "rb") as f:
+            digest.update(f.read())
+    out = os.path.join(directory, digest.hexdigest()[:16])
+    lib = os.path.join(out, "libamdhip64.so")
+    if not os.path.exists(lib):
+        os.makedirs(out, exist_ok=True)
+        tmp = lib + f".{os.getpid()}"
+        subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
+                        "-Wl,-soname,libamdhip64.so", "-o", tmp, src], check=True)
+        os.replace(tmp, lib)
+    return lib
+
+
+class Stub:
+    def __init__(self, path):
+        self.path = path
+        self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        self.state = State.in_dll(self.lib, "stub")
+        self.lib.hipModuleLoadData.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
+        self.lib.hipModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
+        self.lib.hip_stub_kernel_info.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(Kernel)]
+
+    def kernel_info(self, image: bytes, name: str):
+        """(kernarg_size, [(offset, size)] per argument) from the hsaco's metadata."""
+        k = Kernel()
+        r = self.lib.hip_stub_kernel_info(image, name.encode(), ctypes.byref(k))
+        if r:
+            raise ValueError(f"{name}: {'not an hsaco' if r == -1 else 'no such kernel'} ({r})")
+        return k.kernarg_size, [(k.offset[i], k.size[i]) for i in range(k.nargs)]
+
+    def load_function(self, image: bytes, name: str) -> int:
+        """The hipFunction_t of `name` in the hsaco, loaded by the stand-in (as Triton's loader would)."""
+        mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        r = self.lib.hipModuleLoadData(ctypes.byref(mod), image)
+        if r:
+            raise RuntimeError(f"hipModuleLoadData: {r}")
+        r = self.lib.hipModuleGetFunction(ctypes.byref(fn), mod, name.encode())
+        if r:
+            raise RuntimeError(f"hipModuleGetFunction({name}): {r}")
+        return fn.value
+
+    def kernarg(self) -> bytes:
+        return bytes(self.state.kernarg[:self.state.kernarg_size])
+
+
+def compile(fn, signature, constexprs=None, num_warps=4, arch="gfx942", warp_size=64):
+    """A Triton CompiledKernel for an AMD target (an hsaco from the wheel's own codegen; no ROCm)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    return triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs or {}),
+                          target=GPUTarget("hip", arch, warp_size), options={"num_warps": num_warps})
