@@ -105,6 +105,24 @@ def launch_options_of(metadata) -> dict:
             "pdl": bool(_meta(metadata, "launch_pdl", False))}
 
 
+def is_hip(metadata) -> bool:
+    """Whether a Triton binary's metadata says it was compiled for an AMD GPU (an hsaco)."""
+    target = _meta(metadata, "target", None)
+    backend = target.get("backend") if isinstance(target, dict) else getattr(target, "backend", None)
+    return (backend or _meta(metadata, "backend_name", "")) == "hip"
+
+
+def hip_launch_options_of(metadata) -> dict:
+    """Plan keyword options for an hsaco's metadata (hip ABI): hidden slots, warps, the target's
+    wavefront, CTAs, LDS and cooperative (the backend refuses the last two when set, by name)."""
+    opts = launch_options_of(metadata)
+    if opts.pop("pdl"):
+        raise FastLaunchPlanUnavailable("hip_pdl_unsupported")
+    target = _meta(metadata, "target", None)
+    wave = _meta(metadata, "warp_size", None) or getattr(target, "warp_size", None) or 64
+    return {**opts, "warp_size": int(wave)}
+
+
 def _unique_names(names):
     """Plan argument names are identifiers, unique: a tuple member is `<tuple>_<j>`, with more
     underscores where a parameter of that name exists already."""
@@ -197,7 +215,8 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
     """A Plan launching `compiled` (a Triton CompiledKernel) with the packed buffer.
 
     The plan's arguments are the kernel's ABI arguments in order; the last len(fixed_args) of them
-    are fixed. grid / grid_exprs / neither as for Plan. backend="null" builds the same layout
+    are fixed. grid / grid_exprs / neither as for Plan. backend="hip" for a kernel compiled for an
+    AMD GPU (its hsaco's kernarg segment), "cuda" for NVIDIA's; "null" builds the same layout
     without a GPU (for measuring and for ABI checks).
     """
     abi = abi_of(compiled)
@@ -206,13 +225,19 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
         raise FastLaunchPlanUnavailable(f"global_scratch_required:{abi.global_scratch_size}")
     if abi.profile_scratch_size > 0:
         raise FastLaunchPlanUnavailable(f"profile_scratch_required:{abi.profile_scratch_size}")
+    hip = is_hip(compiled.metadata)
+    if backend in ("cuda", "hip") and hip != (backend == "hip"):
+        raise FastLaunchPlanUnavailable(f"compiled_for_another_target:{'hip' if hip else 'cuda'}:{backend}")
     if function is None:
-        function = function_handle(compiled) if backend == "cuda" else None
+        function = function_handle(compiled) if backend in ("cuda", "hip") else None
     nfixed = len(fixed_args)
     if runtime_arg_count is not None and runtime_arg_count + nfixed != len(abi.kinds):
         raise FastLaunchPlanUnavailable(f"canonical_args_size_mismatch:{runtime_arg_count + nfixed}:{len(abi.kinds)}")
-    options = {"hidden_ptrs": abi.hidden_ptrs, "num_warps": abi.num_warps, "num_ctas": abi.num_ctas,
-               "shared_mem": abi.shared, "cooperative": abi.cooperative, "pdl": abi.pdl}
-    return Plan(function, abi.kinds, backend=backend, abi="cuda", options=options, owner=compiled,
+    if hip:
+        options = hip_launch_options_of(compiled.metadata)
+    else:
+        options = {"hidden_ptrs": abi.hidden_ptrs, "num_warps": abi.num_warps, "num_ctas": abi.num_ctas,
+                   "shared_mem": abi.shared, "cooperative": abi.cooperative, "pdl": abi.pdl}
+    return Plan(function, abi.kinds, backend=backend, abi="hip" if hip else "cuda", options=options, owner=compiled,
                 fixed_args=list(fixed_args), grid=grid, grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
                 name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None))

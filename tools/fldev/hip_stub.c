@@ -297,8 +297,8 @@ API int hipModuleGetFunction(void **function, void *module, const char *name) {
   return NOT_FOUND;
 }
 API int hipFuncGetAttribute(int *v, int attr, void *f) {
-  (void)attr, (void)f;
-  *v = 0;
+  (void)f;
+  *v = attr == 0 ? 1024 : 0; /* HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK; no registers, no spills */
   return OK;
 }
 API int hipPointerGetAttribute(void *data, int attr, uint64_t ptr) {
@@ -370,6 +370,10 @@ API int hipDrvLaunchKernelEx(const void *config, void *f, void **params, void **
   return 801; /* hipErrorNotSupported: multi-CTA launches are not modelled */
 }
 
+/* hip_stub_props.c, when the stand-in was built with HIP's header (Triton's driver reads the
+ * device's properties; fastlaunch never does). */
+__attribute__((weak)) int hip_stub_get_device_properties(void *out, int device);
+
 /* hipGetProcAddress: the symbols above by name (Triton's driver resolves them this way). */
 API int hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
   (void)version, (void)flags;
@@ -385,6 +389,11 @@ API int hipGetProcAddress(const char *symbol, void **pfn, int version, uint64_t 
       E(hipRuntimeGetVersion),
 #undef E
   };
+  if (strcmp(symbol, "hipGetDeviceProperties") == 0 && hip_stub_get_device_properties) {
+    *pfn = (void *)hip_stub_get_device_properties;
+    if (status) *status = 0;
+    return OK;
+  }
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(table[i].name, symbol) == 0) {
       *pfn = table[i].fn;

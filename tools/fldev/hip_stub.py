@@ -4,6 +4,7 @@ without an AMD GPU.
 
     lib = hip_stub.build()           # the stand-in, built once per source, its path
     stub = hip_stub.Stub(lib)        # its state (hip_stub.h) and its calls, through ctypes
+    stub = hip_stub.load()           # ... and Triton's AMD driver made active over it (TRITON_LIBHIP_PATH)
     ck = hip_stub.compile(fn, signature, constexprs)  # a real hsaco for gfx942, from Triton's wheel
     fn = stub.load_function(ck.asm["hsaco"], ck.name)  # its hipFunction_t, loaded by the stand-in
     stub.kernel_info(hsaco, name)    # the code object metadata: kernarg size, each argument's offset
@@ -38,13 +39,25 @@ class State(ctypes.Structure):
                 ("kernarg_size", ctypes.c_uint32), ("kernarg", ctypes.c_ubyte * KERNARG_MAX)]
 
 
+def hip_include():
+    """The HIP headers Triton's wheel ships (backends/amd/include), or None."""
+    try:
+        import triton
+    except ImportError:
+        return None
+    d = os.path.join(os.path.dirname(triton.__file__), "backends", "amd", "include")
+    return d if os.path.isfile(os.path.join(d, "hip", "hip_runtime_api.h")) else None
+
+
 def build(directory=None):
-    """The stand-in's path, compiled once per source into the cache (~/.cache/fastlaunch/hip-stub)."""
+    """The stand-in's path, compiled once per source into the cache (~/.cache/fastlaunch/hip-stub);
+    with hipGetDeviceProperties (hip_stub_props.c) where HIP's header is at hand."""
     directory = directory or os.path.join(os.environ.get("FASTLAUNCH_CACHE_DIR") or
                                           os.path.expanduser("~/.cache/fastlaunch"), "hip-stub")
-    src = os.path.join(HERE, "hip_stub.c")
-    digest = hashlib.sha256()
-    for name in ("hip_stub.c", "hip_stub.h"):
+    inc = hip_include()
+    names = ["hip_stub.c", "hip_stub.h"] + (["hip_stub_props.c"] if inc else [])
+    digest = hashlib.sha256(repr(inc).encode())
+    for name in names:
         with open(os.path.join(HERE, name), "rb") as f:
             digest.update(f.read())
     out = os.path.join(directory, digest.hexdigest()[:16])
@@ -52,10 +65,42 @@ def build(directory=None):
     if not os.path.exists(lib):
         os.makedirs(out, exist_ok=True)
         tmp = lib + f".{os.getpid()}"
+        srcs = [os.path.join(HERE, n) for n in names if n.endswith(".c")]
         subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
-                        "-Wl,-soname,libamdhip64.so", "-o", tmp, src], check=True)
+                        "-Wl,-soname,libamdhip64.so", "-o", tmp, *srcs] + (["-I", inc] if inc else []), check=True)
         os.replace(tmp, lib)
     return lib
+
+
+_stub = None
+
+
+def load(directory=None):
+    """The stand-in, loaded as this process's libamdhip64 and the hip backend's library; Triton's
+    AMD driver made the active driver over it (its launcher compiled against it, as on ROCm)."""
+    global _stub
+    if _stub is not None:
+        return _stub
+    lib = build(directory)
+    _stub = Stub(lib)
+    os.environ["TRITON_LIBHIP_PATH"] = lib
+    from fastlaunch import _C as _fl_C
+
+    _fl_C.backend_configure("hip", "library", lib)
+    import triton
+    from triton.backends.amd import driver as amd
+
+    try:
+        triton.knobs.amd.libhip_path = lib
+    except AttributeError:
+        pass
+    d = amd.HIPDriver()
+    # torch here has no ROCm: the device and stream Triton's path asks for come from these.
+    d.get_current_device = (0).__index__
+    d.set_current_device = lambda device: None
+    d.get_current_stream = {0: STREAM}.get
+    triton.runtime.driver.set_active(d)
+    return _stub
 
 
 class Stub:
