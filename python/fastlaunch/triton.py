@@ -19,9 +19,10 @@ from fastlaunch.triton_plan import (  # noqa: F401  (the public names)
 )
 
 
-def enable(*, backend: str = "cuda") -> None:
+def enable(*, backend=None) -> None:
     """Serves every `@triton.jit` kernel's `kernel[grid](...)` through fastlaunch's C dispatcher
-    (fastlaunch.triton_jit); `FASTLAUNCH_TRITON=1` does the same at import."""
+    (fastlaunch.triton_jit); `FASTLAUNCH_TRITON=1` does the same at import. backend None: each
+    variant on the GPU it was compiled for (cuda for NVIDIA, hip for AMD)."""
     from fastlaunch import triton_jit
 
     triton_jit.enable(backend=backend)

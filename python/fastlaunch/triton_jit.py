@@ -32,7 +32,7 @@ from fastlaunch.heuristic_trace import guards_hold, read_heuristic
 
 log = logging.getLogger("fastlaunch")
 
-_state = {"enabled": False, "getitems": [], "backend": "cuda", "tuner_run": None}
+_state = {"enabled": False, "getitems": [], "backend": None, "tuner_run": None}
 _dispatchers: "weakref.WeakSet" = weakref.WeakSet()
 _not_bound: dict = {}
 
@@ -51,10 +51,11 @@ def _kernel_classes():
     return classes
 
 
-def enable(*, backend: str = "cuda") -> None:
+def enable(*, backend=None) -> None:
     """Serves every `@triton.jit` kernel's `kernel[grid](...)` (and `kernel.run(...)`) through
     fastlaunch from now on, `@triton.autotune` and `@triton.heuristics` kernels included: kernels
-    already defined and those defined later. Idempotent."""
+    already defined and those defined later. Idempotent. backend None: each variant launches on the
+    backend of the GPU Triton compiled it for (cuda, or hip for an hsaco); "null" for measuring."""
     if _state["enabled"]:
         return
     _state["backend"] = backend
@@ -399,7 +400,7 @@ def register_c_sources(get_current_device, device_capsule, get_current_stream, s
         d.invalidate()
 
 
-_KEY_KNOBS = ("runtime", "compilation", "language", "nvidia")
+_KEY_KNOBS = ("runtime", "compilation", "language", "nvidia", "amd")
 
 
 class _Empty:
@@ -547,13 +548,14 @@ class _Policy:
         d.invalidate()  # used_global_vals and the grid's guards enter the watched set
 
     def _plan(self, kernel):
-        from fastlaunch.triton_plan import abi_of, plan_from_compiled
+        from fastlaunch.triton_plan import abi_of, is_hip, plan_from_compiled
 
         abi = abi_of(kernel)
         params = [p.name for p in self.fn.params]
         if not all(isinstance(p, int) and 0 <= p < len(params) for p, _ in abi.positions):
             raise FastLaunchPlanUnavailable("signature_positions_unrecognised")
-        plan = plan_from_compiled(kernel, backend=self.backend, name=self.fn.__name__)
+        backend = self.backend or ("hip" if is_hip(kernel.metadata) else "cuda")
+        plan = plan_from_compiled(kernel, backend=backend, name=self.fn.__name__)
         positions = tuple((p, -1 if m is None else m) for p, m in abi.positions)
         return plan, positions
 

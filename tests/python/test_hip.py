@@ -240,3 +240,29 @@ def test_a_plan_for_another_target_is_refused(stub, compiled):
         plan_from_compiled(ck, backend="cuda", function=1)
     plan = plan_from_compiled(ck, backend="null")  # the same layout, measured without a GPU
     assert plan.layout == fastlaunch.layout("hip", list(SIGS["k_ints"][1].values()), hidden_ptrs=2)
+
+
+def test_jit_calls_on_amd_match_tritons_own_jit(tmp_path):
+    """100,000 random kernel[grid](...) calls over the JIT fidelity kernels (every kind, every
+    specialization edge, tuples, autotuned and heuristics kernels) compiled for gfx942, Triton's AMD
+    driver active: through Triton's own run and through fastlaunch.triton.enable() (each variant on
+    the hip backend), the same variant, grid, block, LDS, stream and kernarg segment."""
+    proc = _run(tmp_path, "fldev.jit_fidelity", "100000", "20261201", "hip")
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["mismatches"] == 0, result["first_mismatches"]
+    assert proc.returncode == 0 and result["target"] == "hip", proc.stderr[-2000:]
+    assert result["identical"] + result["raised_by_both"] == 100_000 and result["fast"] > 90_000, result
+
+
+def test_liger_kernel_ops_on_amd_match_tritons_own_jit(tmp_path):
+    """Every Liger-Kernel op the CUDA fidelity run calls, its kernels compiled for gfx942 and sized
+    as Liger sizes them for ROCm: each captured call replayed through Triton's JIT and through
+    fastlaunch, 0 differing."""
+    pytest.importorskip("liger_kernel")
+    proc = _run(tmp_path, "fldev.public_fidelity", "12", "20261203", "hip")
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["mismatches"] == 0, result["first_mismatches"]
+    assert proc.returncode == 0 and result["target"] == "hip" and result["kernels"] >= 15, result
+    assert result["identical"] == result["compared"] and result["fast"] >= result["compared"] // 2, result

@@ -248,6 +248,16 @@ API int hipGetDevice(int *d) {
   *d = stub.device;
   return OK;
 }
+/* The device and stream as torch's C shim answers them, for the JIT dispatcher's C sources. */
+API int hip_stub_current_device(int32_t *device) {
+  *device = stub.device;
+  return 0;
+}
+API int hip_stub_current_stream(int32_t device, void **stream) {
+  if (device != stub.device) return 1;
+  *stream = (void *)(uintptr_t)stub.stream_handle;
+  return 0;
+}
 API int hipSetDevice(int d) {
   stub.device = d;
   return OK;

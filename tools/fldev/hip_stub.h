@@ -32,6 +32,7 @@ typedef struct hip_stub_state {
   int fail_launch;         /* nonzero: the next launch answers this error (and runs nothing) */
   int fail_get_device;     /* nonzero: hipGetDevice answers this error */
   uint64_t host_pointer;   /* hipPointerGetAttribute refuses this address (a host pointer) */
+  uint64_t stream_handle;  /* what hip_stub_current_stream answers (torch's C shim's signature) */
   /* The last recorded launch. */
   uint64_t function, stream;
   unsigned grid[3], block[3], shared;

@@ -33,7 +33,8 @@ class State(ctypes.Structure):
     _fields_ = [("calls", ctypes.c_uint64), ("get_device_calls", ctypes.c_uint64), ("record", ctypes.c_int),
                 ("version", ctypes.c_int), ("device", ctypes.c_int), ("warp_size", ctypes.c_int),
                 ("max_shared", ctypes.c_int), ("fail_load", ctypes.c_int), ("fail_launch", ctypes.c_int),
-                ("fail_get_device", ctypes.c_int), ("host_pointer", ctypes.c_uint64), ("function", ctypes.c_uint64),
+                ("fail_get_device", ctypes.c_int), ("host_pointer", ctypes.c_uint64), ("stream_handle", ctypes.c_uint64),
+                ("function", ctypes.c_uint64),
                 ("stream", ctypes.c_uint64), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
                 ("shared", ctypes.c_uint), ("used_params", ctypes.c_int), ("known_function", ctypes.c_int),
                 ("kernarg_size", ctypes.c_uint32), ("kernarg", ctypes.c_ubyte * KERNARG_MAX)]
@@ -75,6 +76,19 @@ def build(directory=None):
 _stub = None
 
 
+def _benchmark(kernel_call, quantiles=None, **_):
+    """The stand-in's benchmarker for Triton's Autotuner (as cuda_stub's): the call runs once, its
+    made-up time from the launch's block size (nearest to 128 threads fastest), the same every run."""
+    state = _stub.state
+    saved = state.record
+    state.record = 1
+    state.block[0] = 0
+    kernel_call()
+    t = float(abs(int(state.block[0]) - 128) + 1)
+    state.record = saved
+    return [t, t, t] if quantiles else t
+
+
 def load(directory=None):
     """The stand-in, loaded as this process's libamdhip64 and the hip backend's library; Triton's
     AMD driver made the active driver over it (its launcher compiled against it, as on ROCm)."""
@@ -99,6 +113,14 @@ def load(directory=None):
     d.get_current_device = (0).__index__
     d.set_current_device = lambda device: None
     d.get_current_stream = {0: STREAM}.get
+    d.get_benchmarker = lambda: _benchmark
+    _stub.state.stream_handle = STREAM
+    from fastlaunch import triton_jit
+    from fldev.cuda_stub import _capsule
+
+    # Their C equivalents, which the JIT dispatcher calls (as it calls torch's C shim on a GPU).
+    triton_jit.register_c_sources(d.get_current_device, _capsule(_stub.lib.hip_stub_current_device, "device"),
+                                  d.get_current_stream, _capsule(_stub.lib.hip_stub_current_stream, "stream"))
     triton.runtime.driver.set_active(d)
     return _stub
 

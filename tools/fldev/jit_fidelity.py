@@ -8,7 +8,11 @@ function (the same compiled variant), grid, block, shared memory, stream, launch
 argument bytes, and return the same CompiledKernel; a call fastlaunch sends to Triton is counted
 as such (its first call of a variant, the opaque grid's calls stay fast).
 
-    PYTHONPATH=tools python -m fldev.jit_fidelity [N] [SEED]   (JSON summary; exit 1 on a mismatch)
+    PYTHONPATH=tools python -m fldev.jit_fidelity [N] [SEED] [cuda|hip]   (JSON summary; exit 1 on a mismatch)
+
+With `hip`, the kernels compile for gfx942 and run over the stand-in libamdhip64 (hip_stub.c) with
+Triton's own AMD driver active: the runtime's kernarg segment, which the stand-in lays out by each
+hsaco's metadata, is what is compared.
 """
 
 from __future__ import annotations
@@ -48,6 +52,48 @@ def arg_bytes(rec, kinds, layout):
         args = [buf[off:off + SIZES[k]] for off, k in zip(layout["args"], kinds)]
         hidden = [buf[off:off + 8] for off in layout["hidden"]]
     return args, hidden
+
+
+class CudaSide:
+    """The stand-in libcuda: arguments compared as the driver got them (parameter array or buffer)."""
+    abi = "cuda"
+
+    def __init__(self):
+        from fldev import cuda_stub
+
+        self.stub = cuda_stub.load()
+
+    def arm(self, nparams):
+        self.stub.record(nparams)  # the driver copies exactly as many parameters as the launch passes
+
+    def record(self):
+        return record(self.stub.state)
+
+    def same_args(self, r1, r2, kinds, layout):
+        return arg_bytes(r1, kinds, layout) == arg_bytes(r2, kinds, layout)
+
+
+class HipSide:
+    """The stand-in libamdhip64: the kernarg segment the runtime builds, whichever way it was passed."""
+    abi = "hip"
+
+    def __init__(self):
+        from fldev import hip_stub
+
+        self.stub = hip_stub.load()
+        self.stub.state.record = 1
+
+    def arm(self, nparams):
+        pass
+
+    def record(self):
+        st = self.stub.state
+        return {"grid": tuple(st.grid), "block": tuple(st.block), "shared": st.shared, "stream": st.stream,
+                "function": st.function, "nattrs": 0, "attrs": (), "used_params": st.used_params,
+                "segment": self.stub.kernarg()}
+
+    def same_args(self, r1, r2, kinds, layout):
+        return r1["segment"] == r2["segment"]
 
 
 class Gen:
@@ -135,25 +181,25 @@ def calls(g, K):
     return K.grid2d, (g.tensor([g.torch.float32]), rows, cols, cols), dict(BLOCK_R=br, BLOCK_C=bc, **opts), grid
 
 
-def compare_call(stub, i, fn, args, kwargs, grid, layouts, stats, mismatches):
+def compare_call(side, i, fn, args, kwargs, grid, layouts, stats, mismatches):
     """One call through Triton's own run, then through `fn[grid](...)` with fastlaunch enabled: the
     same variant, grid, block, shared memory, stream, attributes and argument bytes (and, under an
     Autotuner, the same best_config), or the same refusal with nothing launched."""
     import fastlaunch
     from fastlaunch.triton import abi_of
 
-    st = stub.state
+    st = side.stub.state
     try:
         # The variant first (warmup compiles and launches nothing): the stand-in driver copies
         # exactly as many parameters as the launch passes.
         k0 = type(fn).run(fn, *args, grid=grid, warmup=True, **kwargs)
         if id(k0) not in layouts:
             abi = abi_of(k0)
-            layouts[id(k0)] = (k0, abi.kinds, fastlaunch.layout("cuda", abi.kinds, hidden_ptrs=abi.hidden_ptrs))
+            layouts[id(k0)] = (k0, abi.kinds, fastlaunch.layout(side.abi, abi.kinds, hidden_ptrs=abi.hidden_ptrs))
         _, kinds0, layout0 = layouts[id(k0)]
-        stub.record(len(kinds0) + len(layout0["hidden"]))
+        side.arm(len(kinds0) + len(layout0["hidden"]))
         k1 = type(fn).run(fn, *args, grid=grid, warmup=False, **kwargs)
-        r1 = record(st)
+        r1 = side.record()
         r1["best"] = getattr(fn, "best_config", None)
         ok1 = True
     except Exception as exc:  # Triton refuses the call: fastlaunch must refuse it too
@@ -161,7 +207,7 @@ def compare_call(stub, i, fn, args, kwargs, grid, layouts, stats, mismatches):
     calls0 = st.calls
     try:
         k2 = fn[grid](*args, **kwargs)
-        r2 = record(st)
+        r2 = side.record()
         r2["best"] = getattr(fn, "best_config", None)
         ok2 = True
     except Exception as exc:
@@ -179,11 +225,11 @@ def compare_call(stub, i, fn, args, kwargs, grid, layouts, stats, mismatches):
         return
     if id(k1) not in layouts:
         abi = abi_of(k1)
-        layouts[id(k1)] = (k1, abi.kinds, fastlaunch.layout("cuda", abi.kinds, hidden_ptrs=abi.hidden_ptrs))
+        layouts[id(k1)] = (k1, abi.kinds, fastlaunch.layout(side.abi, abi.kinds, hidden_ptrs=abi.hidden_ptrs))
     _, kinds, layout = layouts[id(k1)]
     same = all(r1[f] == r2[f] for f in ("grid", "block", "shared", "stream", "function", "nattrs", "attrs"))
     same = same and r1["best"] is r2["best"] and getattr(fn, "nargs", None) is None
-    if not same or arg_bytes(r1, kinds, layout) != arg_bytes(r2, kinds, layout):
+    if not same or not side.same_args(r1, r2, kinds, layout):
         mismatches.append((i, getattr(fn, "__name__", "?"), "launch_differs",
                            {f: (r1[f], r2[f]) for f in ("grid", "block", "shared", "stream", "function")}))
         return
@@ -191,12 +237,10 @@ def compare_call(stub, i, fn, args, kwargs, grid, layouts, stats, mismatches):
     stats["fast" if not r2["used_params"] else "through_triton"] += 1
 
 
-def main(n=100_000, seed=2026):
+def main(n=100_000, seed=2026, target="cuda"):
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, "..", "..", "tests", "python"))
-    from fldev import cuda_stub
-
-    stub = cuda_stub.load()
+    side = HipSide() if target == "hip" else CudaSide()
     global triton
     import torch
     import triton
@@ -209,17 +253,16 @@ def main(n=100_000, seed=2026):
     flt.enable()
     rng = random.Random(seed)
     g = Gen(rng, torch)
-    st = stub.state
     stats = collections.Counter()
     mismatches = []
     layouts = {}
     for i in range(n):
         fn, args, kwargs, grid = calls(g, K)
-        compare_call(stub, i, fn, args, kwargs, grid, layouts, stats, mismatches)
+        compare_call(side, i, fn, args, kwargs, grid, layouts, stats, mismatches)
     counts = {}
     for name, c in flt_sites():
         counts[name] = c
-    result = {"triton": triton.__version__, "torch": torch.__version__, "calls": n, "identical": stats["identical"],
+    result = {"triton": triton.__version__, "torch": torch.__version__, "target": side.abi, "calls": n, "identical": stats["identical"],
               "fast": stats["fast"], "through_triton": stats["through_triton"],
               "raised_by_both": stats["raised_by_both"], "variants": len(layouts),
               "memo": sum(c.get("memo", 0) for c in counts.values()), "mismatches": len(mismatches),
@@ -235,4 +278,4 @@ def flt_sites():
 
 
 if __name__ == "__main__":
-    sys.exit(main(*(int(a) for a in sys.argv[1:3])))
+    sys.exit(main(*(int(a) for a in sys.argv[1:3]), *sys.argv[3:4]))

@@ -8,7 +8,10 @@ while a recorder on Triton's `KernelInterface.__getitem__` captures every `kerne
 Triton's own run, then through `kernel[grid](...)` with fastlaunch enabled, twice (the first call of
 a variant goes to Triton, the second is the fast path). Both must hand the driver the same bytes.
 
-    PYTHONPATH=tools python -m fldev.public_fidelity [ROUNDS] [SEED]   (JSON; exit 1 on a mismatch)
+    PYTHONPATH=tools python -m fldev.public_fidelity [ROUNDS] [SEED] [cuda|hip]   (JSON; exit 1 on a mismatch)
+
+With `hip` the ops' kernels compile for gfx942 and run over the stand-in libamdhip64 with Triton's
+own AMD driver (jit_fidelity's HipSide).
 
 fla-core (flash-linear-attention) has its own run, fldev.fla_fidelity (its import asks torch's CUDA
 runtime about the device, which that process answers for it).
@@ -134,11 +137,10 @@ def capture(torch, rng, rounds):
     return calls
 
 
-def main(rounds=12, seed=2026):
-    from fldev import cuda_stub
-    from fldev.jit_fidelity import compare_call
+def main(rounds=12, seed=2026, target="cuda"):
+    from fldev.jit_fidelity import CudaSide, HipSide, compare_call
 
-    stub = cuda_stub.load()
+    side = HipSide() if target == "hip" else CudaSide()
     import torch
     import triton
 
@@ -147,6 +149,10 @@ def main(rounds=12, seed=2026):
 
     rng = random.Random(seed)
     torch.manual_seed(seed)
+    if target == "hip":
+        # Liger asks torch whether it runs on ROCm (torch.version.hip) to size its blocks for 64-lane
+        # wavefronts: answered as torch's ROCm build answers, for this process.
+        torch.version.hip = torch.version.hip or "7.2.0"
     calls = capture(torch, rng, rounds)
     kernels = {}
     for fn, *_ in calls:
@@ -157,10 +163,10 @@ def main(rounds=12, seed=2026):
     mismatches, layouts = [], {}
     for i, (fn, grid, args, kwargs) in enumerate(calls):
         for _ in range(2):  # the first call of a variant goes to Triton; the second is the fast path
-            compare_call(stub, i, fn, args, kwargs, grid, layouts, stats, mismatches)
+            compare_call(side, i, fn, args, kwargs, grid, layouts, stats, mismatches)
     sites = {n: c for n, c in triton_jit.sites()}
     flt.disable()
-    result = {"project": "liger-kernel", "triton": triton.__version__, "torch": torch.__version__,
+    result = {"project": "liger-kernel", "target": side.abi, "triton": triton.__version__, "torch": torch.__version__,
               "kernels": len(kernels), "kernel_names": sorted(kernels), "captured_calls": len(calls),
               "compared": 2 * len(calls), "identical": stats["identical"], "fast": stats["fast"],
               "through_triton": stats["through_triton"], "raised_by_both": stats["raised_by_both"],
@@ -172,4 +178,4 @@ def main(rounds=12, seed=2026):
 
 
 if __name__ == "__main__":
-    sys.exit(main(*(int(a) for a in sys.argv[1:3])))
+    sys.exit(main(*(int(a) for a in sys.argv[1:3]), *sys.argv[3:4]))
