@@ -28,7 +28,7 @@ import weakref
 
 from fastlaunch._C import FastLaunchPlanUnavailable, FinalizedLaunch, Plan
 from fastlaunch.bind import Adapter, BoundLaunch, bind
-from fastlaunch.triton_plan import abi_from_signature, launch_options_of
+from fastlaunch.triton_plan import abi_from_signature, hip_launch_options_of, is_hip, launch_options_of
 
 log = logging.getLogger("fastlaunch")
 
@@ -252,12 +252,12 @@ class InductorAdapter(Adapter):
             raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{len(def_args)}")
         grid = [_inline(e, {n: v for n, v in folded.items() if n in def_args}) for e in
                 grid_exprs_of(meta, launcher.config)]
-        options = self._launch_options(autotuner, launcher)
+        options, abi, backend = self._launch_target(autotuner, launcher)
         kernel = self._kernel(autotuner, launcher)
         try:
-            # The CUDA ABI whenever the binary's own options apply (a cuda plan, or the null
+            # The binary's ABI whenever its own options apply (a cuda or hip plan, or the null
             # backend measuring one); host kernels standing in for the GPU take the host ABI.
-            plan = Plan(kernel, kinds, backend=self.backend, abi="cuda" if options else None, options=options or None,
+            plan = Plan(kernel, kinds, backend=backend, abi=abi, options=options or None,
                         owner=launcher, grid_exprs=grid, arg_names=names, name=meta.get("kernel_name"),
                         ignore=ignore or None)
         except (ValueError, TypeError, OverflowError) as exc:
@@ -285,19 +285,26 @@ class InductorAdapter(Adapter):
             raise FastLaunchPlanUnavailable("kernel_function_missing")
         return int(function)
 
-    def _launch_options(self, autotuner, launcher):
-        if self.backend != "cuda":
-            return {}
+    def _launch_target(self, autotuner, launcher):
+        """(options, abi, backend) of the launcher's binary: cuda's, or hip's for an AMD GPU's hsaco
+        (Inductor on ROCm: the same adapter, the hip backend underneath)."""
+        if self.backend not in ("cuda", "hip"):
+            return {}, None, self.backend
         static = _static_kernel(launcher)
         if static is not None:
-            return {"hidden_ptrs": int(bool(getattr(static, "has_global_scratch", False)))
-                    + int(bool(getattr(static, "has_profile_scratch", False))),
-                    "num_warps": int(static.num_warps), "shared_mem": int(static.shared)}
+            if _device_type(autotuner) == "hip":
+                # torch's static launcher on ROCm: fastlaunch reads the binary's metadata instead.
+                raise FastLaunchPlanUnavailable("hip_static_launcher_unsupported")
+            return ({"hidden_ptrs": int(bool(getattr(static, "has_global_scratch", False)))
+                     + int(bool(getattr(static, "has_profile_scratch", False))),
+                     "num_warps": int(static.num_warps), "shared_mem": int(static.shared)}, "cuda", "cuda")
         binary = _scope(launcher).get("bin")
         md = getattr(binary, "metadata", None)
         if md is None:
             raise FastLaunchPlanUnavailable("kernel_metadata_missing")
-        return launch_options_of(md)
+        if is_hip(md):
+            return hip_launch_options_of(md), "hip", "hip"
+        return launch_options_of(md), "cuda", "cuda"
 
 
 # ---- torch_npu's Inductor ----

@@ -266,3 +266,18 @@ def test_liger_kernel_ops_on_amd_match_tritons_own_jit(tmp_path):
     assert result["mismatches"] == 0, result["first_mismatches"]
     assert proc.returncode == 0 and result["target"] == "hip" and result["kernels"] >= 15, result
     assert result["identical"] == result["compared"] and result["fast"] >= result["compared"] // 2, result
+
+
+def test_inductor_on_rocm_binds_and_promotes_onto_the_hip_backend(tmp_path):
+    """torch's own CachingAutotuner for an MI300X (DeviceProperties type "hip", gfx942), compiled by
+    its own compile step, run through Inductor's generated launcher and through the autotuner that
+    fastlaunch.inductor.enable() bound: promoted to a FinalizedLaunch on the hip backend (its grid a
+    C program), each of 200 calls the same kernarg segment, grid, block and stream as the stock one."""
+    proc = _run(tmp_path, "fldev.hip_inductor", "200")
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["mismatches"] == 0, result["first_mismatches"]
+    assert proc.returncode == 0, result
+    assert (result["promoted"], result["plan_backend"], result["plan_abi"], result["grid_mode"]) == \
+        ("FinalizedLaunch", "hip", "hip", "program")
+    assert result["identical"] == 200
