@@ -170,7 +170,7 @@ release-check: $(VENV)/.deps
 bench: $(VENV)/.installed $(BUILD)/build.ninja
 	$(VENV)/bin/meson compile -C $(BUILD) >/dev/null
 	$(BUILD)/bench/bench_launch
-	PYTHONPATH=tools $(VPY) -m fldev bench --backend host --backend null --backend cuda-stub --backend npu-stub
+	PYTHONPATH=tools $(VPY) -m fldev bench --backend host --backend null --backend cuda-stub --backend npu-stub --backend hip-stub
 
 bench-quick: $(VENV)/.installed $(BUILD)/build.ninja
 	PYTHONPATH=tools $(VPY) -m fldev bench --quick

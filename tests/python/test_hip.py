@@ -281,3 +281,17 @@ def test_inductor_on_rocm_binds_and_promotes_onto_the_hip_backend(tmp_path):
     assert (result["promoted"], result["plan_backend"], result["plan_abi"], result["grid_mode"]) == \
         ("FinalizedLaunch", "hip", "hip", "program")
     assert result["identical"] == 200
+
+
+def test_the_hip_stub_bench_section_runs(tmp_path):
+    """`fldev bench --backend hip-stub` (what make bench runs for AMD) builds every mode and launches
+    each call once (its own count check); no time is asserted here: the numbers are the bench's."""
+    out = tmp_path / "hip.json"
+    proc = _run(tmp_path, "fldev", "bench", "--backend", "hip-stub", "--quick", "--json", str(out), timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["results"]
+    modes = {(r["case"], r["mode"]) for r in rows if r["backend"] == "hip-stub"}
+    from fldev import hip_bench
+
+    assert modes == {(c, m) for c, _, _ in hip_bench.CASES for m in hip_bench.MODES}
+    assert "hip-stub targets:" in proc.stdout

@@ -7,7 +7,7 @@ import sys
 
 
 def _setup_bench(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", action="append", choices=["host", "null", "cuda-stub", "npu-stub", "cuda"],
+    parser.add_argument("--backend", action="append", choices=["host", "null", "cuda-stub", "npu-stub", "hip-stub", "cuda"],
                         help="backend to measure (repeatable; default host)")
     parser.add_argument("--quick", action="store_true", help="fewer repeats: under a minute on 2 cores")
     parser.add_argument("--args", choices=["tensor", "int"], default="tensor",
@@ -18,10 +18,11 @@ def _setup_bench(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--instructions-for", action="append", default=[], metavar="BACKEND",
                         help="count instructions with callgrind for this backend only (repeatable)")
     parser.add_argument("--instructions", action="store_true",
-                        help="also count instructions per launch with callgrind (null, cuda-stub and npu-stub backends)")
+                        help="also count instructions per launch with callgrind (null, cuda-stub, npu-stub, hip-stub)")
     parser.add_argument("--_one", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--_stub", metavar="JSON", help=argparse.SUPPRESS)
     parser.add_argument("--_npu", metavar="JSON", help=argparse.SUPPRESS)
+    parser.add_argument("--_hip", metavar="JSON", help=argparse.SUPPRESS)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -38,6 +39,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             from fldev import npu_bench
 
             npu_bench.run_one(case, mode, int(n))
+        elif backend == "hip-stub":
+            from fldev import hip_bench
+
+            hip_bench.run_one(case, mode, int(n))
         else:
             bench.run_one(backend, case, mode, int(n))
         return 0
@@ -60,6 +65,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         with open(args._npu, "w") as f:
             json.dump(npu_bench.run(quick=args.quick), f)
         return 0
+    if args._hip:
+        # The hip-stub backend in a process of its own: the stand-in becomes its libamdhip64.
+        import json
+
+        from fldev import hip_bench
+
+        with open(args._hip, "w") as f:
+            json.dump(hip_bench.run(quick=args.quick), f)
+        return 0
     backends = args.backend or ["host"]
     if "cuda" in backends:
         if backends != ["cuda"]:
@@ -69,7 +83,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         return cuda_bench.main(args.json)
     stub = "cuda-stub" in backends
     npu = "npu-stub" in backends
-    results = bench.run([b for b in backends if b not in ("cuda-stub", "npu-stub")], quick=args.quick, args=args.args)
+    results = bench.run([b for b in backends if b not in ("cuda-stub", "npu-stub", "hip-stub")], quick=args.quick,
+                        args=args.args)
     if results:
         bench.table(results)
     if stub:
@@ -100,6 +115,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print()
         npu_bench.table(npu_results, cuda=[r for r in results if r["backend"] == "cuda-stub"])
         results += npu_results
+    if "hip-stub" in backends:
+        import json
+        import subprocess
+        import tempfile
+
+        from fldev import hip_bench
+
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            cmd = [sys.executable, "-m", "fldev", "bench", "--_hip", tmp.name] + (["--quick"] if args.quick else [])
+            subprocess.run(cmd, check=True, env=bench._with_tools_path())
+            hip_results = json.load(open(tmp.name))
+        print()
+        hip_bench.table(hip_results)
+        results += hip_results
     if args.args == "tensor":
         unpack = bench.unpack_rows(quick=args.quick)
         if unpack:
@@ -107,7 +136,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             print(f"\nper tensor, in a C loop: tensor door {d:.2f} ns, data_ptr() {p:.2f} ns")
             results += unpack
     if args.instructions or args.instructions_for:
-        chosen = args.instructions_for or [b for b in ("null", "cuda-stub", "npu-stub") if b in backends] or ["null"]
+        chosen = args.instructions_for or [b for b in ("null", "cuda-stub", "npu-stub", "hip-stub")
+                                           if b in backends] or ["null"]
         for backend in chosen:
             cases = bench.CASES[0][0] if backend == "null" else "2 tensors + 1 int"
             counts = bench.instructions(backend, [cases] if args.quick or backend != "null" else None)

@@ -312,6 +312,11 @@ def instructions(backend="null", cases=None):
         from fldev import npu_bench
 
         modes, all_cases = npu_bench.MODES, [c[0] for c in npu_bench.CASES]
+    elif backend == "hip-stub":
+        from fldev import hip_bench
+
+        # floor is the runtime's own loop (bench_launch_loop), outside the counted C loops.
+        modes, all_cases = [m for m in hip_bench.MODES if m != "floor"], [c[0] for c in hip_bench.CASES]
     else:
         modes, all_cases = MODES, [c[0] for c in CASES]
     only = [m for m in os.environ.get("FLDEV_INSTR_MODES", "").split(",") if m]  # a shorter run

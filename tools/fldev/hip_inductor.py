@@ -27,6 +27,34 @@ def device_props():
     return DeviceProperties(**{k: v for k, v in want.items() if k in DeviceProperties._fields})
 
 
+def autotuner(fn, signature, tag, size_hint, no_static=None):
+    """torch's CachingAutotuner for `fn` on an MI300X, compiled by its own compile step: (autotuner,
+    its CompiledKernel). Triton's AMD driver must be active (hip_stub.load())."""
+    import torch
+    import triton
+    from torch._inductor.runtime import triton_heuristics as th
+    from torch._inductor.runtime.hints import HeuristicType
+
+    if no_static is None:
+        tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python")
+        if tests not in sys.path:
+            sys.path.insert(0, tests)
+        import inductor_kernels as IK
+
+        no_static = IK.compile_without_gpu()
+    cfg = triton.Config({"XBLOCK": 128}, num_warps=4, num_stages=1)
+    at = th.CachingAutotuner(fn, triton_meta={"signature": dict(signature), "device": device_props(),
+                                              "constants": {}, "configs": [{}]},
+                             configs=[cfg], save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
+                             heuristic_type=HeuristicType.POINTWISE, size_hints={"x": size_hint},
+                             inductor_meta={"grid_type": "Grid1D", "kernel_name": f"{tag}_hip"})
+    with torch._inductor.config.patch(no_static):
+        result = at._precompile_config(cfg)
+    at.compile_results = [result]
+    at.launchers = [result.make_launcher()]
+    return at, result.kernel
+
+
 def main(ncalls=200):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python"))
     from fldev import hip_stub
@@ -34,8 +62,6 @@ def main(ncalls=200):
     stub = hip_stub.load()
     import torch
     import triton
-    from torch._inductor.runtime import triton_heuristics as th
-    from torch._inductor.runtime.hints import HeuristicType
 
     import inductor_kernels as IK
     from fastlaunch import inductor
@@ -46,22 +72,9 @@ def main(ncalls=200):
     signature = {p: ("*fp32" if i < 3 else "i32") for i, p in enumerate(params)}
     signature["XBLOCK"] = "constexpr"
 
-    def autotuner(tag):
-        cfg = triton.Config({"XBLOCK": 128}, num_warps=4, num_stages=1)
-        at = th.CachingAutotuner(fn, triton_meta={"signature": dict(signature), "device": device_props(),
-                                                  "constants": {}, "configs": [{}]},
-                                 configs=[cfg], save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
-                                 heuristic_type=HeuristicType.POINTWISE, size_hints={"x": 4096},
-                                 inductor_meta={"grid_type": "Grid1D", "kernel_name": f"{tag}_hip"})
-        with torch._inductor.config.patch(no_static):
-            result = at._precompile_config(cfg)
-        at.compile_results = [result]
-        at.launchers = [result.make_launcher()]
-        return at, result.kernel
-
-    stock, binary = autotuner("stock")
+    stock, binary = autotuner(fn, signature, "stock", 4096, no_static)
     inductor.enable(inductor.InductorAdapter())
-    fast, fast_binary = autotuner("fast")
+    fast, fast_binary = autotuner(fn, signature, "fast", 4096, no_static)
     functions = (int(binary.function), int(fast_binary.function))  # each autotuner loaded its own module
     st = stub.state
     st.record = 1

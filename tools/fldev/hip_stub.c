@@ -27,6 +27,35 @@ typedef struct stub_module {
 
 static stub_module *loaded;
 
+/* The loaded modules' functions, in an open-addressing set: a launch tells a function of this
+ * stand-in from a made-up handle in constant time, as the runtime reads a handle's kernel. */
+#define KNOWN_SLOTS 16384
+static const hip_stub_kernel *known_set[KNOWN_SLOTS];
+
+static size_t slot_of(const void *f) { return ((uintptr_t)f >> 4) * 0x9E3779B97F4A7C15ull >> 50; }
+
+static void known_add(const hip_stub_kernel *k) {
+  for (size_t i = slot_of(k), n = 0; n < KNOWN_SLOTS; i = (i + 1) % KNOWN_SLOTS, n++)
+    if (!known_set[i] || known_set[i] == k) {
+      known_set[i] = k;
+      return;
+    }
+}
+
+static void known_remove(const hip_stub_kernel *k) {
+  for (size_t i = slot_of(k), n = 0; n < KNOWN_SLOTS && known_set[i]; i = (i + 1) % KNOWN_SLOTS, n++)
+    if (known_set[i] == k) {
+      /* Re-insert the rest of the cluster so that no lookup stops early. */
+      known_set[i] = NULL;
+      for (size_t j = (i + 1) % KNOWN_SLOTS; known_set[j]; j = (j + 1) % KNOWN_SLOTS) {
+        const hip_stub_kernel *m = known_set[j];
+        known_set[j] = NULL;
+        known_add(m);
+      }
+      return;
+    }
+}
+
 /* ---- MessagePack, the subset code object metadata uses ---- */
 typedef struct mp {
   const unsigned char *p, *end;
@@ -283,6 +312,7 @@ API int hipModuleLoadDataEx(void **module, const void *image, unsigned n, void *
   }
   mod->next = loaded;
   loaded = mod;
+  for (uint32_t i = 0; i < mod->count; i++) known_add(&mod->kernels[i]);
   *module = mod;
   return OK;
 }
@@ -290,7 +320,9 @@ API int hipModuleLoadData(void **module, const void *image) { return hipModuleLo
 API int hipModuleUnload(void *module) {
   for (stub_module **at = &loaded; *at; at = &(*at)->next)
     if (*at == module) {
-      *at = ((stub_module *)module)->next;
+      stub_module *mod = module;
+      *at = mod->next;
+      for (uint32_t i = 0; i < mod->count; i++) known_remove(&mod->kernels[i]);
       free(module);
       return OK;
     }
@@ -320,9 +352,8 @@ API int hipPointerGetAttribute(void *data, int attr, uint64_t ptr) {
 
 /* A function of a loaded module, or NULL for a handle made up by a test (never dereferenced). */
 static const hip_stub_kernel *known(void *f) {
-  for (stub_module *m = loaded; m; m = m->next)
-    for (uint32_t i = 0; i < m->count; i++)
-      if (f == (void *)&m->kernels[i]) return &m->kernels[i];
+  for (size_t i = slot_of(f), n = 0; n < KNOWN_SLOTS && known_set[i]; i = (i + 1) % KNOWN_SLOTS, n++)
+    if ((const void *)known_set[i] == f) return known_set[i];
   return NULL;
 }
 

@@ -63,6 +63,20 @@ def _targets(table, backends, cases):
                 out.append((f"{backend}, {case}: seed >= {want:g}x fastlaunch: {r:.2f}x", r >= want))
                 r = _ratio(table, backend, case, "fastlaunch-dyngrid", "fastlaunch")
                 out.append((f"{backend}, {case}: dyngrid <= 1.1x static: {r:.2f}x", r <= 1.1))
+    # AMD: the hip backend over the stand-in libamdhip64, against Triton's own AMD launcher and JIT.
+    for case in cases:
+        if ("hip-stub", case, "fastlaunch") not in table:
+            continue
+        r = _ratio(table, "hip-stub", case, "triton-jit", "fastlaunch-jit")
+        out.append((f"hip-stub, {case}: triton-jit >= 30x fastlaunch-jit: {r:.2f}x", r >= 30))
+        r = _ratio(table, "hip-stub", case, "fastlaunch", "floor")
+        out.append((f"hip-stub, {case}: fastlaunch <= 1.5x floor (the runtime's C loop): {r:.2f}x", r <= 1.5))
+        r = _ratio(table, "hip-stub", case, "triton-run", "fastlaunch")
+        out.append((f"hip-stub, {case}: triton-run (Triton's AMD launcher alone) >= 10x fastlaunch: {r:.2f}x", r >= 10))
+    hip_ins = table.get(("hip-stub", "2 tensors + 1 int", "fastlaunch"), {}).get("instructions")
+    if hip_ins is not None:
+        out.append((f"hip-stub, 2 tensors + 1 int: fastlaunch <= 800 instructions per launch: {hip_ins:,}",
+                    hip_ins <= 800))
     # The npu backend on the stand-ins, queue off, against the cuda backend on its stub, same shape,
     # measured in turn in one process (npu-stub's cuda-stub-fastlaunch row).
     for case in cases:
@@ -103,6 +117,7 @@ def section(bench_json, int_json=None) -> str:
     cases = [c for c in dict.fromkeys(k[1] for k in table) if c != "per tensor"]
     pointer = next((r.get("pointer_args") for r in data["results"] if r.get("pointer_args")), "?")
     stock_path = next((r.get("stock_path") for r in data["results"] if r.get("stock_path") and r.get("backend") == "cuda-stub"), None)
+    hip = any(k[0] == "hip-stub" for k in table)
     lines = [START, "", f"A run of `PYTHONPATH=tools python -m fldev bench --backend {' --backend '.join(backends)}` "
              f"({data.get('time', '?')}; pointer arguments: {pointer}; medians of repeats of a C loop of calls; "
              f"Python {data.get('python', '?')}, torch {data.get('torch', '?')}; the 2-core development machine, "
@@ -121,6 +136,13 @@ def section(bench_json, int_json=None) -> str:
                       "and fastlaunch-heuristics the same kernel and call under `@triton.heuristics` (two lambdas, "
                       "`args['in_ptr0'] is not None` and `args['xnumel'] % 16 == 0`) over `@triton.autotune` (four "
                       "configs, a key of three ints) on a tuned key, without and with fastlaunch."]
+    if hip:
+        lines += ["", "hip-stub is AMD's path over the project's stand-in libamdhip64 (no AMD GPU has run any of it): "
+                      "kernels compiled here for gfx942 by Triton's wheel; floor is hipModuleLaunchKernel alone in a C "
+                      "loop over a prepared parameter array (no argument read); triton-run is Triton's AMD launcher "
+                      "(its driver.c, built against the stand-in); fastlaunch-dyngrid torch's CachingAutotuner for an "
+                      "MI300X, promoted. torch's ROCm stock path (its static launcher) cannot run here and is not "
+                      "measured."]
     targets = _targets(table, backends, cases)
     lines += ["", "Targets, each as this run found it:", ""]
     for text, met in targets:
