@@ -47,6 +47,8 @@ VARIABLES = (
              "The Ascend ACL library to open instead of the system's."),
     Variable("FASTLAUNCH_LIBRUNTIME", "path", "libruntime.so", "import fastlaunch (the npu backend's setting)",
              "The Ascend runtime library (rtKernelLaunch) to open instead of the system's."),
+    Variable("FASTLAUNCH_HIP_PARAMS", "choice:array|packed", "packed", "import fastlaunch (the hip backend's setting)",
+             "How hip launches pass arguments: the packed kernarg segment, or a parameter array as Triton does."),
     Variable("FASTLAUNCH_LIBHIP", "path", "TRITON_LIBHIP_PATH, else torch's ROCm libamdhip64, else the system's",
              "import fastlaunch (the hip backend's setting)",
              "The HIP runtime (libamdhip64.so) the hip backend opens; TRITON_LIBHIP_PATH is honoured after it."),
@@ -67,6 +69,7 @@ class Config:
     cache_dir: str = ""
     tensor_door: bool = True
     cuda_params: str = "packed"
+    hip_params: str = "packed"
     libascendcl: Optional[str] = None
     libruntime: Optional[str] = None
     libtorch_npu: Optional[str] = None
@@ -99,11 +102,7 @@ def read(environ: Optional[Mapping[str, str]] = None) -> Config:
         near = difflib.get_close_matches(name, list(_BY_NAME), n=1)
         warnings.warn(f"{name} is not a fastlaunch variable" + (f"; did you mean {near[0]}?" if near else "")
                       + " (fastlaunch.config.VARIABLES lists them)", stacklevel=2)
-    params = env.get("FASTLAUNCH_CUDA_PARAMS", "packed").strip() or "packed"
-    if params not in ("array", "packed"):
-        warnings.warn(f"FASTLAUNCH_CUDA_PARAMS={params!r}: use array or packed; ignored, packed as by default",
-                      stacklevel=2)
-        params = "packed"
+    params, hip_params = (_params(name, env) for name in ("FASTLAUNCH_CUDA_PARAMS", "FASTLAUNCH_HIP_PARAMS"))
     return Config(
         inductor=_switch("FASTLAUNCH_INDUCTOR", env.get("FASTLAUNCH_INDUCTOR"), False),
         triton=_switch("FASTLAUNCH_TRITON", env.get("FASTLAUNCH_TRITON"), False),
@@ -111,11 +110,20 @@ def read(environ: Optional[Mapping[str, str]] = None) -> Config:
         cache_dir=env.get("FASTLAUNCH_CACHE_DIR") or _default_cache_dir(),
         tensor_door=_switch("FASTLAUNCH_TENSOR_DOOR", env.get("FASTLAUNCH_TENSOR_DOOR"), True),
         cuda_params=params,
+        hip_params=hip_params,
         libascendcl=env.get("FASTLAUNCH_LIBASCENDCL") or None,
         libruntime=env.get("FASTLAUNCH_LIBRUNTIME") or None,
         libtorch_npu=env.get("FASTLAUNCH_LIBTORCH_NPU") or None,
         libhip=env.get("FASTLAUNCH_LIBHIP") or env.get("TRITON_LIBHIP_PATH") or _torch_libhip(),
     )
+
+
+def _params(name: str, env) -> str:
+    params = env.get(name, "packed").strip() or "packed"
+    if params not in ("array", "packed"):
+        warnings.warn(f"{name}={params!r}: use array or packed; ignored, packed as by default", stacklevel=3)
+        params = "packed"
+    return params
 
 
 def _torch_libhip() -> Optional[str]:
@@ -139,7 +147,7 @@ def backend_settings(cfg: Config):
     out = [("cuda", "params", cfg.cuda_params)]
     out += [("npu", name, value) for name, value in (("libascendcl", cfg.libascendcl), ("libruntime", cfg.libruntime))
             if value]
-    out += [("hip", "library", cfg.libhip)] if cfg.libhip else []
+    out += [("hip", "params", cfg.hip_params)] + ([("hip", "library", cfg.libhip)] if cfg.libhip else [])
     return out
 
 

@@ -211,13 +211,13 @@ def function_handle(compiled, *, load: bool = True) -> int:
 
 
 def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=None, grid_exprs=None,
-                       arg_names=None, backend: str = "cuda", function=None, name=None) -> Plan:
+                       arg_names=None, backend=None, function=None, name=None) -> Plan:
     """A Plan launching `compiled` (a Triton CompiledKernel) with the packed buffer.
 
     The plan's arguments are the kernel's ABI arguments in order; the last len(fixed_args) of them
-    are fixed. grid / grid_exprs / neither as for Plan. backend="hip" for a kernel compiled for an
-    AMD GPU (its hsaco's kernarg segment), "cuda" for NVIDIA's; "null" builds the same layout
-    without a GPU (for measuring and for ABI checks).
+    are fixed. grid / grid_exprs / neither as for Plan. backend None: the GPU the kernel was
+    compiled for ("hip" for an AMD GPU's hsaco, its kernarg segment; "cuda" for NVIDIA's); "null"
+    builds the same layout without a GPU (for measuring and for ABI checks).
     """
     abi = abi_of(compiled)
     if abi.global_scratch_size > 0:
@@ -226,6 +226,7 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
     if abi.profile_scratch_size > 0:
         raise FastLaunchPlanUnavailable(f"profile_scratch_required:{abi.profile_scratch_size}")
     hip = is_hip(compiled.metadata)
+    backend = backend or ("hip" if hip else "cuda")
     if backend in ("cuda", "hip") and hip != (backend == "hip"):
         raise FastLaunchPlanUnavailable(f"compiled_for_another_target:{'hip' if hip else 'cuda'}:{backend}")
     if function is None:

@@ -1,5 +1,5 @@
-"""GPU tests run only by tools/gpu-check, on a machine with an NVIDIA GPU. They fail (never skip)
-when there is none: gpu-check must not pass vacuously."""
+"""GPU tests run only by tools/gpu-check, on a machine with an NVIDIA GPU or an AMD one (torch's
+ROCm build). They fail (never skip) when there is none: gpu-check must not pass vacuously."""
 
 import pytest
 import torch
@@ -7,4 +7,5 @@ import torch
 
 def pytest_configure(config):
     if not torch.cuda.is_available():
-        raise pytest.UsageError("tests/gpu need an NVIDIA GPU (torch.cuda.is_available() is False)")
+        raise pytest.UsageError("tests/gpu need a GPU: NVIDIA, or AMD through torch's ROCm build "
+                                "(torch.cuda.is_available() is False)")

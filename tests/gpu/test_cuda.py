@@ -1,5 +1,7 @@
-"""The cuda backend on a real GPU: Triton kernels launched through fastlaunch plans, results
-checked against torch; the packed buffer and the parameter array; errors after the boundary."""
+"""The cuda backend on a real GPU (the hip backend on an AMD one, through torch's ROCm build, where
+the same tests run: plan_from_compiled picks the kernel's own GPU): Triton kernels launched through
+fastlaunch plans, results checked against torch; the packed buffer and the parameter array; errors
+after the boundary."""
 
 import os
 import subprocess
@@ -15,6 +17,8 @@ from fastlaunch.triton import plan_from_compiled
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import triton_kernels as K  # noqa: E402  (the kernels the triton_abi tests compile for sm_90)
+
+HIP = torch.version.hip is not None  # an AMD GPU through torch's ROCm build
 
 
 def compiled(fn, signature, constexprs=None, num_warps=4):
@@ -62,7 +66,7 @@ def test_parameter_array_mode_gives_the_same_results():
     code = (
         "import sys, torch; sys.path.insert(0, %r); import test_cuda as t; t.test_vadd_matches_torch(4096); "
         "t.test_every_kind_matches_torch(); print('ok')" % os.path.dirname(__file__))
-    env = dict(os.environ, FASTLAUNCH_CUDA_PARAMS="array")
+    env = dict(os.environ, FASTLAUNCH_CUDA_PARAMS="array", FASTLAUNCH_HIP_PARAMS="array")
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
 
@@ -103,7 +107,26 @@ def test_a_tensor_from_elsewhere_is_refused_before_the_boundary():
     with pytest.raises(FastLaunchError) as e:
         plan(x, torch.randn(16), out, 16, stream=stream())
     assert e.value.reason == "ptr_device_mismatch:1" and not e.value.backend_submitted
+    assert plan.backend == ("hip" if HIP else "cuda")
     if torch.cuda.device_count() > 1:
         with pytest.raises(FastLaunchError) as e:
             plan(x, torch.randn(16, device="cuda:1"), out, 16, stream=stream())
         assert e.value.reason == "ptr_device_mismatch:1"
+
+
+def test_the_jit_serves_kernels_on_this_gpu():
+    """kernel[grid](...) with fastlaunch.triton.enable(): results against torch, the calls served
+    (on an AMD GPU, each variant on the hip backend)."""
+    import fastlaunch.triton as flt
+
+    flt.enable()
+    try:
+        x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+        out = torch.empty_like(x)
+        for _ in range(5):
+            K.vadd[lambda META: (triton.cdiv(5000, META["BLOCK"]),)](x, y, out, 5000, BLOCK=1024)
+        torch.cuda.synchronize()
+        assert torch.equal(out, x + y)
+        assert K.vadd.run.counts["fast"] >= 3, K.vadd.run.counts
+    finally:
+        flt.disable()

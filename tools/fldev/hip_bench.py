@@ -24,11 +24,14 @@ import statistics
 import sys
 import tempfile
 
-from fastlaunch import _C as _fl_C
+# FLDEV_REAL_HIP=1 (tools/gpu-check on an AMD GPU): the same modes over the real runtime, tensors in
+# the GPU's memory, torch's current stream.
+REAL = os.environ.get("FLDEV_REAL_HIP") == "1"
+BACKEND = "hip" if REAL else "hip-stub"
+if not REAL:
+    from fastlaunch import _C as _fl_C
 
-_fl_C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
-
-BACKEND = "hip-stub"
+    _fl_C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
 CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
 MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "triton-jit", "fastlaunch-jit",
          "triton-autotune", "fastlaunch-autotune"]
@@ -51,11 +54,18 @@ class Case:
         fn, params = _kernel_module(ntensors, nints, directory, tag="_hip")
         kinds = ["ptr"] * ntensors + ["i32"] * nints
         signature = {p: ("*fp32" if i < ntensors else "i32") for i, p in enumerate(params)}
-        self.tensors = [torch.zeros(64) for _ in range(ntensors)]
+        self.tensors = [torch.zeros(64, device="cuda" if REAL else "cpu") for _ in range(ntensors)]
         self.args = tuple(self.tensors) + (64,) + tuple(range(2, nints + 1))
-        self.stream = hip_stub.STREAM
+        self.stream = torch.cuda.current_stream().cuda_stream if REAL else hip_stub.STREAM
         self.kwargs = {"stream": self.stream}
-        ck = hip_stub.compile(fn, dict(signature, XBLOCK="constexpr"), {"XBLOCK": 128})
+        if REAL:
+            from triton.compiler import ASTSource
+
+            ck = sys.modules["triton"].compile(ASTSource(fn=fn, signature=dict(signature, XBLOCK="constexpr"),
+                                                         constexprs={"XBLOCK": 128}),
+                                               target=sys.modules["triton"].runtime.driver.active.get_current_target())
+        else:
+            ck = hip_stub.compile(fn, dict(signature, XBLOCK="constexpr"), {"XBLOCK": 128})
         ck._init_handles()
         self.binary = ck
         plan = plan_from_compiled(ck, backend="hip", grid=(1,))
@@ -63,9 +73,10 @@ class Case:
         self.static_entry = FinalizedLaunch(_NoFallback(), plan)
         self.floor_unpack = _C.Floor(kinds)
         self.run_prefix = (1, 1, 1, self.stream, ck.function, ck.packed_metadata, None, None, None)
-        # Inductor's autotuner for an MI300X, bound and promoted by fastlaunch.
+        # Inductor's autotuner for an MI300X (this GPU's, on one), bound and promoted by fastlaunch.
         inductor.enable(inductor.InductorAdapter())
-        self.dyn = hip_inductor.autotuner(fn, dict(signature, XBLOCK="constexpr"), f"dyn_{ntensors}_{nints}", 64)[0]
+        self.dyn = hip_inductor.autotuner(fn, dict(signature, XBLOCK="constexpr"), f"dyn_{ntensors}_{nints}", 64,
+                                          real=REAL)[0]
         for _ in range(2):
             self.dyn.run(*self.args, stream=self.stream)
         entry = vars(self.dyn).get("run")
@@ -123,8 +134,9 @@ def _cases(names=None):
 def run(quick=False, progress=True):
     from fldev import hip_stub
 
-    stub = hip_stub.load()
-    stub.state.record = 0
+    stub = None if REAL else hip_stub.load()
+    if stub:
+        stub.state.record = 0
     results = []
     repeats = 5 if quick else 9
     for ci, case in enumerate(_cases()):
@@ -133,15 +145,19 @@ def run(quick=False, progress=True):
         t = case.loop("triton-run", 2000) / 2000
         n = max(2000, int((0.010 if quick else 0.025) / (t * 1e-9)))
         samples = {m: [] for m in MODES}
-        calls0, slow_calls = stub.state.calls, 0
+        calls0, slow_calls = stub.state.calls if stub else 0, 0
         for _ in range(repeats):
             for m in MODES:
                 nm = max(200, n // 20) if m in SLOW else n
                 samples[m].append(case.loop(m, nm) / nm)
                 slow_calls += nm if m in SLOW else 0
-        # Every mode but floor-unpack reached the runtime once per call.
-        launched = stub.state.calls - calls0
-        assert launched == repeats * n * (len(MODES) - 1 - len(SLOW)) + slow_calls, (launched, repeats, n)
+        if REAL:
+            import torch
+
+            torch.cuda.synchronize()
+        else:  # every mode but floor-unpack reached the runtime once per call
+            launched = stub.state.calls - calls0
+            assert launched == repeats * n * (len(MODES) - 1 - len(SLOW)) + slow_calls, (launched, repeats, n)
         floor, fast = statistics.median(samples["floor"]), statistics.median(samples["fastlaunch"])
         for m in MODES:
             med = statistics.median(samples[m])
@@ -149,7 +165,8 @@ def run(quick=False, progress=True):
                             "ns_min": round(min(samples[m]), 1), "repeats": repeats, "iterations": n,
                             "vs_floor": round(med / floor, 3), "vs_fastlaunch": round(med / fast, 3),
                             "pointer_args": "torch tensors",
-                            "stock_path": "Triton's AMD launcher (driver.c) over the stand-in libamdhip64"})
+                            "stock_path": "Triton's AMD launcher (driver.c) over "
+                                          + ("the GPU's HIP runtime" if REAL else "the stand-in libamdhip64")})
     return results
 
 

@@ -27,14 +27,25 @@ def device_props():
     return DeviceProperties(**{k: v for k, v in want.items() if k in DeviceProperties._fields})
 
 
-def autotuner(fn, signature, tag, size_hint, no_static=None):
+def autotuner(fn, signature, tag, size_hint, no_static=None, real=False):
     """torch's CachingAutotuner for `fn` on an MI300X, compiled by its own compile step: (autotuner,
-    its CompiledKernel). Triton's AMD driver must be active (hip_stub.load())."""
+    its CompiledKernel). Triton's AMD driver must be active (hip_stub.load()); real: on this
+    machine's AMD GPU, its own DeviceProperties and Inductor's own static-launcher settings."""
     import torch
     import triton
     from torch._inductor.runtime import triton_heuristics as th
     from torch._inductor.runtime.hints import HeuristicType
 
+    if real:
+        from torch._inductor import config
+        from torch._inductor.runtime.hints import DeviceProperties
+
+        # Inductor's own launcher, not torch's ROCm static launcher (which fastlaunch leaves to the
+        # stock path: hip_static_launcher_unsupported).
+        props = DeviceProperties.create(torch.device("cuda"))
+        no_static = {k: False for k in ("use_static_cuda_launcher", "use_static_triton_launcher") if hasattr(config, k)}
+    else:
+        props = device_props()
     if no_static is None:
         tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "python")
         if tests not in sys.path:
@@ -43,7 +54,7 @@ def autotuner(fn, signature, tag, size_hint, no_static=None):
 
         no_static = IK.compile_without_gpu()
     cfg = triton.Config({"XBLOCK": 128}, num_warps=4, num_stages=1)
-    at = th.CachingAutotuner(fn, triton_meta={"signature": dict(signature), "device": device_props(),
+    at = th.CachingAutotuner(fn, triton_meta={"signature": dict(signature), "device": props,
                                               "constants": {}, "configs": [{}]},
                              configs=[cfg], save_cache_hook=None, mutated_arg_names=[], optimize_mem=True,
                              heuristic_type=HeuristicType.POINTWISE, size_hints={"x": size_hint},
