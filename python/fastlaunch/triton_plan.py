@@ -83,7 +83,11 @@ def _refuse_instrumentation(metadata):
 def _hidden_slots(metadata) -> int:
     """The hidden trailing pointer slots the Triton in use appends: global scratch from the version
     whose metadata has the field, profile scratch likewise, whatever their sizes (0 means a null
-    pointer). The one place they are counted."""
+    pointer). The one place they are counted. Triton's AMD launcher passes both (null while unused)
+    from the version whose metadata has the profile scratch's size (3.5), which has no field for the
+    global one."""
+    if is_hip(metadata) and _has_meta(metadata, "profile_scratch_size"):
+        return 2
     return int(_has_meta(metadata, "global_scratch_size")) + int(_has_meta(metadata, "profile_scratch_size"))
 
 
