@@ -260,7 +260,9 @@ def plot(results, path):
     colors = {"floor": "#999999", "floor-unpack": "#cccccc", "stock-model": "#d62728", "seed": "#ff7f0e",
               "fastlaunch": "#2ca02c", "fastlaunch-dyngrid": "#1f77b4", "triton-run": "#9467bd",
               "inductor-stock": "#8c564b", "triton-jit": "#e377c2", "fastlaunch-queue": "#17becf",
-              "fastlaunch-jit": "#bcbd22", "triton-autotune": "#f7b6d2", "fastlaunch-autotune": "#dbdb8d"}
+              "fastlaunch-jit": "#bcbd22", "triton-autotune": "#f7b6d2", "fastlaunch-autotune": "#dbdb8d",
+              "fastlaunch-jit-kw": "#aec7e8", "triton-heuristics": "#c5b0d5", "fastlaunch-heuristics": "#98df8a",
+              "cuda-stub-fastlaunch": "#ffbb78"}
     for ax, backend in zip(axes[0], backends):
         modes = list(dict.fromkeys(r["mode"] for r in results if r["backend"] == backend))
         width = 0.8 / len(modes)
@@ -269,7 +271,7 @@ def plot(results, path):
             vals = [next(r["ns_median"] for r in results if r["backend"] == backend and r["case"] == c and r["mode"] == m)
                     for c in cases]
             xs = [ci + (mi - (len(modes) - 1) / 2) * width for ci in range(len(cases))]
-            bars = ax.bar(xs, vals, width, label=m, color=colors[m])
+            bars = ax.bar(xs, vals, width, label=m, color=colors.get(m, "#7f7f7f"))
             if m == stock:
                 for b, c in zip(bars, cases):
                     fast = next(r["ns_median"] for r in results
