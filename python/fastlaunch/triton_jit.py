@@ -403,6 +403,25 @@ def register_c_sources(get_current_device, device_capsule, get_current_stream, s
 _KEY_KNOBS = ("runtime", "compilation", "language", "nvidia", "amd")
 
 
+_DETACHED = set()  # ids of the objects whose __dict__ _watchable_dict made a plain dict (kept alive below)
+_DETACHED_KEEP = []
+
+
+def _watchable_dict(obj):
+    """vars(obj), as a dict whose changes reach a dict watcher. From Python 3.13 an instance's
+    attributes may live in inline values behind the dict vars() materializes, and setting one
+    (`triton.knobs.runtime.debug = True`) does not notify the dict's watchers: the object gets a
+    plain dict of the same contents, once."""
+    if sys.version_info >= (3, 13) and id(obj) not in _DETACHED:
+        try:
+            obj.__dict__ = dict(vars(obj))
+        except (AttributeError, TypeError):
+            return vars(obj)
+        _DETACHED.add(id(obj))
+        _DETACHED_KEEP.append(obj)
+    return vars(obj)
+
+
 class _Empty:
     pass
 
@@ -446,11 +465,12 @@ class _Policy:
         import triton
 
         knobs = triton.knobs
-        dicts = [os.environ._data, vars(self.fn), vars(triton.runtime.driver), vars(triton.runtime.driver.active)]
+        dicts = [os.environ._data, _watchable_dict(self.fn), _watchable_dict(triton.runtime.driver),
+                 _watchable_dict(triton.runtime.driver.active)]
         for name in _KEY_KNOBS:
             obj = getattr(knobs, name, None)
             if obj is not None and hasattr(obj, "__dict__"):
-                dicts.append(vars(obj))
+                dicts.append(_watchable_dict(obj))
         for (_, _), (_, g) in getattr(self.fn, "used_global_vals", {}).items():
             dicts.append(g)
         dicts.extend(g for g, _, _ in self.guards)
