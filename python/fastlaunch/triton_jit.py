@@ -403,8 +403,7 @@ def register_c_sources(get_current_device, device_capsule, get_current_stream, s
 _KEY_KNOBS = ("runtime", "compilation", "language", "nvidia", "amd")
 
 
-_DETACHED = set()  # ids of the objects whose __dict__ _watchable_dict made a plain dict (kept alive below)
-_DETACHED_KEEP = []
+_DETACHED = {}  # id -> each object whose __dict__ _watchable_dict made a plain dict (kept alive)
 
 
 def _watchable_dict(obj):
@@ -417,8 +416,7 @@ def _watchable_dict(obj):
             obj.__dict__ = dict(vars(obj))
         except (AttributeError, TypeError):
             return vars(obj)
-        _DETACHED.add(id(obj))
-        _DETACHED_KEEP.append(obj)
+        _DETACHED[id(obj)] = obj
     return vars(obj)
 
 
