@@ -344,6 +344,44 @@ done:
   return result;
 }
 
+/* bench_c_launch_loop(plan, args, stream, n) -> ns: fl_launch, the C library's whole launch (the
+ * template copied, the runtime arguments packed, the grid resolved, the backend's submit), in a C loop
+ * over values read from args once: what a C caller of include/fastlaunch.h pays per launch, beside
+ * bench_launch_loop's runtime-only floor. */
+static PyObject *ext_bench_c_launch_loop(PyObject *module, PyObject *args) {
+  fl_ext_state *st = PyModule_GetState(module);
+  PyObject *plan_obj, *call_args;
+  unsigned long long stream, n;
+  if (!PyArg_ParseTuple(args, "O!O!KK:bench_c_launch_loop", st->plan_type, &plan_obj, &PyTuple_Type, &call_args,
+                        &stream, &n))
+    return NULL;
+  fl_PlanObject *self = (fl_PlanObject *)plan_obj;
+  if (fl_plan_grid_mode(self->plan) == FL_GRID_CALLER) {
+    PyErr_SetString(PyExc_ValueError, "bench_c_launch_loop: plan: a caller-grid plan (give it a static or program grid)");
+    return NULL;
+  }
+  fl_error err;
+  size_t nv = self->args.nruntime;
+  fl_value *values = PyMem_Calloc(nv ? nv : 1, sizeof *values);
+  if (!values) return PyErr_NoMemory();
+  PyObject *result = NULL;
+  int r = fl_ext_collect(st, &self->args, &PyTuple_GET_ITEM(call_args, 0), (size_t)PyTuple_GET_SIZE(call_args), values,
+                         &err);
+  if (r == -1) fl_ext_raise(st, &err);
+  if (r < 0) goto done;
+  struct timespec t0, t1;
+  fl_status status = FL_OK;
+  Py_BEGIN_ALLOW_THREADS clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (unsigned long long i = 0; i < n && status == FL_OK; i++) status = fl_launch(self->plan, stream, values, nv, NULL, &err);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  Py_END_ALLOW_THREADS if (status != FL_OK) fl_ext_raise(st, &err);
+  else result = PyLong_FromUnsignedLongLong((unsigned long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+                                                                 (t1.tv_nsec - t0.tv_nsec)));
+done:
+  PyMem_Free(values);
+  return result;
+}
+
 /* bench_unpack(tensors, rounds) -> (door_ns, data_ptr_ns, door_sum, data_ptr_sum): nanoseconds per
  * tensor to read a data pointer, in a C loop over the tensors, through the tensor door and through
  * data_ptr() (door_ns is None when it is not in use), and the sums of the pointers each read (the
@@ -397,6 +435,8 @@ PyMethodDef fl_ext_testing_methods[] = {
      "bench_loop($module, callable, args, kwargs, n, /)\n--\n\n-> ns: n calls from a C loop, for benchmarks"},
     {"bench_launch_loop", ext_bench_launch_loop, METH_VARARGS,
      "bench_launch_loop($module, plan, args, stream, n, /)\n--\n\n-> ns: the backend's own launch loop over this plan (cuda only)"},
+    {"bench_c_launch_loop", ext_bench_c_launch_loop, METH_VARARGS,
+     "bench_c_launch_loop($module, plan, args, stream, n, /)\n--\n\n-> ns: n calls of fl_launch over this plan in a C loop"},
     {"fault_inject", ext_fault_inject, METH_VARARGS,
      "fault_inject($module, point, one_in=1, seed=0, plan=None, /)\n--\n\nTests only; point is none, pack, grid, "
      "submit_refused, submit_after or submit_lost, armed on one plan"},

@@ -350,3 +350,21 @@ def test_more_than_256_runtime_args_take_every_path():
     plan(*args, stream=s)
     assert fastlaunch._C.stream_count(s, "null") == 1
     fastlaunch._C.stream_destroy(s, "null")
+
+
+def test_the_c_launch_loop_launches_n_times_and_refuses_what_it_cannot_time():
+    """_C.bench_c_launch_loop (the hip-stub bench's fastlaunch-c): fl_launch n times over values read
+    once, each a launch; a bad value is refused before any, naming the argument, and a caller-grid plan
+    is refused by name."""
+    plan = Plan(None, ["ptr", "i32"], backend="null", grid=(1,))
+    s = _C.stream_create("null")
+    assert _C.bench_c_launch_loop(plan, (0x7F00_0000_1000, 7), s, 50) >= 0
+    assert _C.stream_count(s, "null") == 50
+    with pytest.raises(FastLaunchError) as e:
+        _C.bench_c_launch_loop(plan, (0, 2**31), s, 50)
+    assert e.value.reason == "int_out_of_range:1:i32"
+    assert _C.stream_count(s, "null") == 50
+    caller = Plan(None, ["ptr"], backend="null")
+    with pytest.raises(ValueError, match="caller-grid"):
+        _C.bench_c_launch_loop(caller, (0,), s, 5)
+    assert _C.stream_count(s, "null") == 50

@@ -5,6 +5,8 @@ shape compiled here for gfx942 (an hsaco from Triton's wheel):
   floor              the runtime alone: hipModuleLaunchKernel in a C loop over a prepared parameter
                      array (no argument read); a lower bound no launcher reaches
   floor-unpack       the arguments read through the tensor door, nothing submitted (as cuda-stub's)
+  fastlaunch-c       the C library alone: fl_launch over the same plan in a C loop (values read once),
+                     what a C caller pays; beside floor, the cost of fastlaunch's C core over the runtime
   fastlaunch         the finalized C entry over a hip plan with a static grid
   fastlaunch-dyngrid torch's CachingAutotuner for an MI300X with fastlaunch enabled: the promoted
                      entry, its grid program from Inductor's Grid1D
@@ -33,7 +35,7 @@ if not REAL:
 
     _fl_C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
 CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
-MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "triton-jit", "fastlaunch-jit",
+MODES = ["floor", "floor-unpack", "fastlaunch-c", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "triton-jit", "fastlaunch-jit",
          "triton-autotune", "fastlaunch-autotune"]
 SLOW = ("triton-jit", "triton-autotune")
 TARGETS = ("hip-stub targets: triton-jit >= 30x fastlaunch-jit (every case); fastlaunch <= 1.5x floor; "
@@ -115,6 +117,8 @@ class Case:
 
         if mode == "floor":
             return _C.bench_launch_loop(self.plan, self.args, self.stream, n)
+        if mode == "fastlaunch-c":
+            return _C.bench_c_launch_loop(self.plan, self.args, self.stream, n)
         if mode in ("triton-jit", "fastlaunch-jit"):
             k = self.jit_stock if mode == "triton-jit" else self.jit_fl
             return _C.bench_subscript_loop(k, self.jit_grid, self.args, {"XBLOCK": 128}, n)
@@ -182,11 +186,12 @@ def table(results, out=sys.stdout):
     for case, row in by.items():
         print(f"{case:20} " + " ".join(f"{row[m]['ns_median']:>16.1f} ns" for m in MODES), file=out)
     print("\nratios (medians):", file=out)
-    print(f"{'case':20} {'fast/floor':>11} {'fast/unpack':>12} {'dyn/fast':>9} {'run/fast':>9} {'jit/fljit':>10} "
+    print(f"{'case':20} {'c/floor':>8} {'fast/floor':>11} {'fast/unpack':>12} {'dyn/fast':>9} {'run/fast':>9} {'jit/fljit':>10} "
           f"{'at/flat':>8}", file=out)
     for case, row in by.items():
         f = row["fastlaunch"]["ns_median"]
-        print(f"{case:20} {f / row['floor']['ns_median']:>10.2f}x {f / row['floor-unpack']['ns_median']:>11.2f}x "
+        print(f"{case:20} {row['fastlaunch-c']['ns_median'] / row['floor']['ns_median']:>7.2f}x "
+              f"{f / row['floor']['ns_median']:>10.2f}x {f / row['floor-unpack']['ns_median']:>11.2f}x "
               f"{row['fastlaunch-dyngrid']['ns_median'] / f:>8.2f}x {row['triton-run']['ns_median'] / f:>8.2f}x "
               f"{row['triton-jit']['ns_median'] / row['fastlaunch-jit']['ns_median']:>9.2f}x "
               f"{row['triton-autotune']['ns_median'] / row['fastlaunch-autotune']['ns_median']:>7.2f}x", file=out)
