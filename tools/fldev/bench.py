@@ -317,8 +317,10 @@ def instructions(backend="null", cases=None):
     elif backend == "hip-stub":
         from fldev import hip_bench
 
-        # floor is the runtime's own loop (bench_launch_loop), outside the counted C loops.
-        modes, all_cases = [m for m in hip_bench.MODES if m != "floor"], [c[0] for c in hip_bench.CASES]
+        # floor and fastlaunch-c are C loops of their own (bench_launch_loop, bench_c_launch_loop), outside
+        # the counted ones.
+        modes = [m for m in hip_bench.MODES if m not in ("floor", "fastlaunch-c")]
+        all_cases = [c[0] for c in hip_bench.CASES]
     else:
         modes, all_cases = MODES, [c[0] for c in CASES]
     only = [m for m in os.environ.get("FLDEV_INSTR_MODES", "").split(",") if m]  # a shorter run

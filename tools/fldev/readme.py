@@ -73,6 +73,9 @@ def _targets(table, backends, cases):
         c = (f" (fl_launch alone in a C loop, fastlaunch-c: {_ratio(table, 'hip-stub', case, 'fastlaunch-c', 'floor'):.2f}x)"
              if ("hip-stub", case, "fastlaunch-c") in table else "")
         out.append((f"hip-stub, {case}: fastlaunch <= 1.5x floor (the runtime's C loop): {r:.2f}x{c}", r <= 1.5))
+        bound = 2.0 if case in SMALL else 1.5
+        r = _ratio(table, "hip-stub", case, "fastlaunch", "floor-unpack")
+        out.append((f"hip-stub, {case}: fastlaunch <= {bound:g}x floor-unpack (cuda-stub's rule): {r:.2f}x", r <= bound))
         r = _ratio(table, "hip-stub", case, "triton-run", "fastlaunch")
         out.append((f"hip-stub, {case}: triton-run (Triton's AMD launcher alone) >= 10x fastlaunch: {r:.2f}x", r >= 10))
     hip_ins = table.get(("hip-stub", "2 tensors + 1 int", "fastlaunch"), {}).get("instructions")
