@@ -140,6 +140,11 @@ def _report_jit(out):
     mod = sys.modules.get("fastlaunch.triton_jit")
     if mod is None:
         return
+    detector, why = _C.watch_detector()
+    if mod._state["off"]:
+        print(f"  Triton JIT kernels: not served: {mod._state['off']}", file=out)
+    elif why:
+        print(f"  Triton JIT kernels: changes seen through {detector} ({why})", file=out)
     sites = mod.sites()
     fast = sum(c["fast"] for _, c in sites)
     total = fast + sum(c["stock"] for _, c in sites)

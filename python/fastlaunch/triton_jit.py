@@ -28,11 +28,12 @@ import weakref
 from fastlaunch import _C
 from fastlaunch._C import FastLaunchPlanUnavailable
 from fastlaunch.grid_trace import ABSENT as _ABSENT, NotTraceable as _NotTraceable, trace_grid
+from fastlaunch.grid_trace import answered_grid, bind_arguments as _bind_arguments
 from fastlaunch.heuristic_trace import guards_hold, read_heuristic
 
 log = logging.getLogger("fastlaunch")
 
-_state = {"enabled": False, "getitems": [], "backend": None, "tuner_run": None}
+_state = {"enabled": False, "getitems": [], "backend": None, "tuner_run": None, "off": None}
 _dispatchers: "weakref.WeakSet" = weakref.WeakSet()
 _not_bound: dict = {}
 
@@ -58,6 +59,12 @@ def enable(*, backend=None) -> None:
     backend of the GPU Triton compiled it for (cuda, or hip for an hsaco); "null" for measuring."""
     if _state["enabled"]:
         return
+    detector, why = _C.watch_detector()
+    if detector is None:  # no way to see a knob or a global change: Triton keeps every call
+        _state["off"] = f"no dict change detector ({why})"
+        log.warning("fastlaunch: Triton's JIT not served: %s", _state["off"])
+        return
+    _state["enabled"] = True  # first: code a replaced attribute's release runs may call enable() again
     _state["backend"] = backend
     _state["getitems"] = []
     for cls in _kernel_classes():
@@ -75,7 +82,6 @@ def enable(*, backend=None) -> None:
         stock = Autotuner.__dict__["run"]
         Autotuner.run = _C.TunerSlot(stock)
         _state["tuner_run"] = (Autotuner, stock)
-    _state["enabled"] = True
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
 
@@ -83,10 +89,12 @@ def disable() -> None:
     """Gives every call slot back to Triton."""
     if not _state["enabled"]:
         return
-    for cls, had, stock in _state["getitems"]:
+    _state["enabled"] = False  # first: a __del__ this runs may call disable() or enable() again
+    getitems, _state["getitems"] = _state["getitems"], []
+    for cls, had, stock in getitems:
         if had:
             cls.__getitem__ = stock
-        else:
+        elif "__getitem__" in cls.__dict__:
             del cls.__getitem__
     if _state["tuner_run"] is not None:
         cls, stock = _state["tuner_run"]
@@ -103,7 +111,6 @@ def disable() -> None:
     for fn in list(_refused):
         fn.__dict__.pop("run", None)
     _refused.clear()
-    _state["enabled"] = False
 
 
 _refused: "weakref.WeakSet" = weakref.WeakSet()
@@ -432,11 +439,7 @@ class _Policy:
         self.snapshot = None
         self.guards = []  # (dict, name, object or _ABSENT): what traced grids read from modules
 
-    @staticmethod
-    def answered_grid(answer):
-        """The grid Triton's run gets when fastlaunch called the caller's grid callable and could
-        not read its answer: the callable is not called twice, Triton reads the same answer."""
-        return lambda _meta: answer
+    answered_grid = staticmethod(answered_grid)  # the grid Triton gets once fastlaunch called the callable
 
     def option_names(self):
         import triton
@@ -585,16 +588,3 @@ class _Policy:
             return None
         self.guards.extend(guards)
         return (grid.__code__, grid.__globals__, exprs, sources)
-
-
-def _bind_arguments(fn, args, kwargs):
-    out = {}
-    params = list(fn.params)
-    for i, p in enumerate(params):
-        if i < len(args):
-            out[p.name] = args[i]
-        elif p.name in kwargs:
-            out[p.name] = kwargs[p.name]
-        elif p.has_default:
-            out[p.name] = p.default
-    return out

@@ -32,10 +32,27 @@ static void entry_release(at_entry *e) {
   memset(e, 0, sizeof *e);
 }
 
+/* Empties the table first, then releases what it held: a __del__ those releases run may call this
+ * dispatcher again and must find an empty table, not a half-released one. */
 static void table_clear(AutotuneObject *self) {
-  for (size_t i = 0; i < self->count; i++) entry_release(&self->entries[i]);
+  size_t n = self->count;
+  self->gen++;
   self->count = 0;
   self->last_best = NULL;
+  if (!n) return;
+  at_entry *old = PyMem_Malloc(n * sizeof *old);
+  if (!old) { /* no memory for the copy: each entry taken out of the table before its release */
+    for (size_t i = 0; i < n; i++) {
+      at_entry e = self->entries[i];
+      memset(&self->entries[i], 0, sizeof e);
+      entry_release(&e);
+    }
+    return;
+  }
+  memcpy(old, self->entries, n * sizeof *old);
+  memset(self->entries, 0, n * sizeof *old);
+  for (size_t i = 0; i < n; i++) entry_release(&old[i]);
+  PyMem_Free(old);
 }
 
 /* ---- Triton's path ---- */
@@ -95,7 +112,9 @@ static PyObject *stock(AutotuneObject *self, PyObject *grid, PyObject *const *ar
   return res;
 }
 
-/* policy.revalidate() -> (stock reason or None, watched dicts, inner run). */
+/* policy.revalidate() -> (stock reason or None, watched dicts, inner run). The fields are stored
+ * together (the inner and whether it is a JitDispatcher never disagree), the old references
+ * released last. */
 static int revalidate(AutotuneObject *self) {
   PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
   if (!r) return -1;
@@ -104,34 +123,43 @@ static int revalidate(AutotuneObject *self) {
     return PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, watched, inner)"), -1;
   }
   PyObject *reason = PyTuple_GET_ITEM(r, 0), *inner = PyTuple_GET_ITEM(r, 2);
-  Py_XSETREF(self->stock_reason, reason == Py_None ? NULL : Py_NewRef(reason));
-  Py_SETREF(self->inner, Py_NewRef(inner));
+  PyObject *old_reason = self->stock_reason, *old_inner = self->inner;
+  self->stock_reason = reason == Py_None ? NULL : Py_NewRef(reason);
+  self->inner = Py_NewRef(inner);
   self->inner_is_jit = Py_TYPE(inner) == self->state->jit_type;
   self->last_best = NULL;
   int rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 1));
+  Py_XDECREF(old_reason);
+  Py_XDECREF(old_inner);
   Py_DECREF(r);
   return rc;
 }
 
 /* ---- the call ---- */
 
-/* The kwnames of the inner call: the call's, the config's, and grid=/warmup= when the inner is
- * called as Autotuner.run calls it and the call came as kernel[grid]. Cached per entry. */
-static PyObject *inner_kwnames(AutotuneObject *self, at_entry *e, PyObject *kwnames, int with_grid) {
+/* The kwnames of the inner call (a new reference): the call's, the config's (`names`, the entry's,
+ * held by the caller), and grid=/warmup= when the inner is called as Autotuner.run calls it and the
+ * call came as kernel[grid]. Cached in the entry, unless the allocation's GC pass changed the table. */
+static PyObject *inner_kwnames(AutotuneObject *self, at_entry *e, PyObject *names, PyObject *kwnames, int with_grid) {
   int form = with_grid ? 1 : 0;
-  if (e->kw_out && e->kw_form == form && fl_ext_same_names(e->kw_in, kwnames)) return e->kw_out;
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, nc = PyTuple_GET_SIZE(e->names);
+  if (e->kw_out && e->kw_form == form && fl_ext_same_names(e->kw_in, kwnames)) return Py_NewRef(e->kw_out);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, nc = PyTuple_GET_SIZE(names);
+  uint64_t gen = self->gen;
   PyObject *out = PyTuple_New(nkw + nc + (with_grid ? 2 : 0));
   if (!out) return NULL;
   for (Py_ssize_t i = 0; i < nkw; i++) PyTuple_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
-  for (Py_ssize_t i = 0; i < nc; i++) PyTuple_SET_ITEM(out, nkw + i, Py_NewRef(PyTuple_GET_ITEM(e->names, i)));
+  for (Py_ssize_t i = 0; i < nc; i++) PyTuple_SET_ITEM(out, nkw + i, Py_NewRef(PyTuple_GET_ITEM(names, i)));
   if (with_grid) {
     PyTuple_SET_ITEM(out, nkw + nc, Py_NewRef(self->state->str_grid));
     PyTuple_SET_ITEM(out, nkw + nc + 1, Py_NewRef(self->state->str_warmup));
   }
-  Py_XSETREF(e->kw_out, out);
-  Py_XSETREF(e->kw_in, Py_XNewRef(kwnames)); /* held: a **kwargs call's new tuple has the same names */
+  if (gen != self->gen) return out; /* the entry is not the table's any more */
+  PyObject *old_out = e->kw_out, *old_in = e->kw_in;
+  e->kw_out = Py_NewRef(out);
+  e->kw_in = Py_XNewRef(kwnames); /* held: a **kwargs call's new tuple has the same names */
   e->kw_form = form;
+  Py_XDECREF(old_out);
+  Py_XDECREF(old_in);
   return out;
 }
 
@@ -170,58 +198,66 @@ static int keyword_clash(const at_entry *e, PyObject *kwnames) {
 
 /* grid: the kernel[grid] form's grid, or NULL for the run() form (grid= and warmup= are among
  * the keywords, and go to the inner run as they came). */
-static PyObject *at_dispatch(AutotuneObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
-                             PyObject *kwnames, int warmup) {
+static inline PyObject *at_dispatch_key(AutotuneObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
+                                        PyObject *kwnames, int warmup, at_key *kp) {
 #define STOCK(reason, miss) stock(self, grid, args, nargs, kwnames, reason, NULL, miss)
   if (warmup) return STOCK("warmup", NULL);
   if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch)) && revalidate(self) < 0) return NULL;
   if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, NULL, self->stock_reason, NULL);
-  at_key k;
+  at_key *k = kp;
   const char *why = NULL;
-  if (fl_at_make_key(self, args, nargs, kwnames, &k, &why)) return STOCK(why, NULL);
-  uint64_t h = fl_at_key_hash(&k);
-  at_entry *e = fl_at_table_find(self, &k, h);
-  if (!e) return STOCK("first_call_of_key", &k);
+  if (fl_at_make_key(self, args, nargs, kwnames, k, &why)) return STOCK(why, NULL);
+  uint64_t h = fl_at_key_hash(k);
+  at_entry *e = fl_at_table_find(self, k, h);
+  if (!e) return STOCK("first_call_of_key", k);
   if (!e->config) return stock(self, grid, args, nargs, kwnames, NULL, e->refusal, NULL);
-  int with_grid = grid && !self->inner_is_jit;
+  /* From here on Python code can run (an allocation's GC pass, the attributes' setters, the inner
+   * call), and may clear the table or revalidate: what the call needs from the entry and the
+   * dispatcher is taken now, with strong references. */
+  PyObject *inner = Py_NewRef(self->inner);
+  int inner_is_jit = self->inner_is_jit;
+  int with_grid = grid && !inner_is_jit;
   /* The entry's inner kwnames for these names were made after this check passed. */
   int known = e->kw_out && e->kw_form == with_grid && fl_ext_same_names(e->kw_in, kwnames);
-  if (!known && keyword_clash(e, kwnames)) return STOCK("keyword_set_by_config", NULL);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, nc = PyTuple_GET_SIZE(e->values);
-  if (nkw + nc + 2 > AT_MAX_KW) return STOCK("keywords", NULL);
-  PyObject *names = inner_kwnames(self, e, kwnames, with_grid);
-  if (!names) return NULL;
+  if ((!known && keyword_clash(e, kwnames)) || nkw + nc + 2 > AT_MAX_KW || nargs > 256) {
+    Py_DECREF(inner);
+    return STOCK(nargs > 256 ? "positional_args" : nkw + nc + 2 > AT_MAX_KW ? "keywords" : "keyword_set_by_config", NULL);
+  }
+  PyObject *config = Py_NewRef(e->config), *values = Py_NewRef(e->values), *enames = Py_NewRef(e->names);
+  PyObject *res = NULL, *names = inner_kwnames(self, e, enames, kwnames, with_grid);
+  if (!names) goto done;
   PyObject *argv[AT_MAX_KW + 1 + 256];
-  if (nargs > 256) return STOCK("positional_args", NULL);
   memcpy(argv, args, (nargs + (size_t)nkw) * sizeof(PyObject *));
-  for (Py_ssize_t i = 0; i < nc; i++) argv[nargs + (size_t)(nkw + i)] = PyTuple_GET_ITEM(e->values, i);
+  for (Py_ssize_t i = 0; i < nc; i++) argv[nargs + (size_t)(nkw + i)] = PyTuple_GET_ITEM(values, i);
   if (with_grid) {
     argv[nargs + (size_t)(nkw + nc)] = grid;
     argv[nargs + (size_t)(nkw + nc) + 1] = Py_False;
   }
-  /* The inner call may clear the table: what argv and the attributes borrow from the entry stays
-   * alive through it. */
-  PyObject *config = Py_NewRef(e->config), *values = Py_NewRef(e->values);
-  Py_INCREF(names);
-  at_entry held = *e;
-  held.config = config;
-  if (leave_attrs(self, &held, args, nargs, 0) < 0) {
-    Py_DECREF(config);
-    Py_DECREF(values);
-    Py_DECREF(names);
-    return NULL;
-  }
-  PyObject *inner = Py_NewRef(self->inner);
-  PyObject *res = self->inner_is_jit && grid ? fl_ext_jit_run_grid(inner, grid, argv, nargs, names)
-                                             : PyObject_Vectorcall(inner, argv, nargs, names);
-  Py_DECREF(inner);
+  at_entry held = {.config = config};
+  if (leave_attrs(self, &held, args, nargs, 0) < 0) goto done;
+  res = inner_is_jit && grid ? fl_ext_jit_run_grid(inner, grid, argv, nargs, names)
+                             : PyObject_Vectorcall(inner, argv, nargs, names);
   if (!res) leave_attrs(self, &held, args, nargs, 1);
   else self->fast++;
+done:
+  Py_DECREF(inner);
   Py_DECREF(config);
   Py_DECREF(values);
-  Py_DECREF(names);
+  Py_DECREF(enames);
+  Py_XDECREF(names);
   return res;
 #undef STOCK
+}
+
+/* A call; the key holds the dtypes it is made of until the call is done. */
+static PyObject *at_dispatch(AutotuneObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
+                             PyObject *kwnames, int warmup) {
+  at_key k;
+  k.nheld = 0;
+  PyObject *res = at_dispatch_key(self, grid, args, nargs, kwnames, warmup, &k);
+  fl_at_key_release(&k);
+  return res;
 }
 
 PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *const *args, size_t nargsf,
@@ -306,9 +342,10 @@ PyObject *fl_at_call_dict(PyObject *callable, PyObject *const *args, size_t narg
     }
   }
   if (PyErr_Occurred()) return NULL;
-  int warm = warmup ? PyObject_IsTrue(warmup) : 1;
-  if (warm < 0) return NULL;
-  if (!grid || warm) return PyObject_VectorcallDict(callable, args, nargs, kwargs);
+  /* warmup= a bool: nothing here runs Python code before the dispatch, so the names and the values
+   * read above stay as they are; any other warmup (its __bool__ could change them) goes the
+   * vectorcall's way. */
+  if (!grid || warmup != Py_False) return PyObject_VectorcallDict(callable, args, nargs, kwargs);
   if (!same) {
     PyObject *out = PyTuple_New(j);
     if (!out) return NULL;
@@ -397,14 +434,17 @@ static PyObject *at_insert(PyObject *op, PyObject *args) {
     e->hash = h;
     self->count++;
   }
-  Py_XSETREF(e->config, config == Py_None ? NULL : Py_NewRef(config));
-  Py_XSETREF(e->refusal, refusal == Py_None ? NULL : Py_NewRef(refusal));
-  Py_XSETREF(e->names, Py_NewRef(names));
-  Py_XSETREF(e->values, Py_NewRef(values));
-  Py_XSETREF(e->keep, Py_NewRef(keep));
-  Py_CLEAR(e->kw_out);
-  Py_CLEAR(e->kw_in);
+  /* Every field stored, then the old ones released: a __del__ sees the entry whole. */
+  PyObject *old[7] = {e->config, e->refusal, e->names, e->values, e->keep, e->kw_out, e->kw_in};
+  e->config = config == Py_None ? NULL : Py_NewRef(config);
+  e->refusal = refusal == Py_None ? NULL : Py_NewRef(refusal);
+  e->names = Py_NewRef(names);
+  e->values = Py_NewRef(values);
+  e->keep = Py_NewRef(keep);
+  e->kw_out = e->kw_in = NULL;
+  self->gen++;
   if (!e->config && !e->refusal) e->refusal = PyUnicode_FromString("refused");
+  for (int i = 0; i < 7; i++) Py_XDECREF(old[i]);
   Py_RETURN_TRUE;
 }
 

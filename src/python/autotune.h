@@ -12,9 +12,12 @@
 
 enum { A_ABSENT = 1, A_INT, A_UINT, A_NEG, A_BOOL, A_NONE, A_FLOAT, A_STR, A_DTYPE, A_DTYPE_OBJ };
 
+#define AT_MAX_HELD 64   /* dtype objects a key holds (tensors the door does not read) */
 typedef struct {
   uint64_t words[AT_MAX_KEY];
   size_t n;
+  PyObject *held[AT_MAX_HELD]; /* the dtypes whose addresses are in the key, held until it is done */
+  size_t nheld;
 } at_key;
 
 typedef struct {
@@ -56,6 +59,7 @@ typedef struct {
   unsigned long long fast, stock;
   at_entry *entries;
   size_t count;
+  uint64_t gen;           /* counts clearings of the table and rebindings (an entry is read by copy) */
   PyObject *weakrefs;
 } AutotuneObject;
 
@@ -64,6 +68,7 @@ uint64_t fl_at_key_hash(const at_key *k);
 /* The key of a call, as Autotuner.run builds its tuple: 0, or 1 with *why. */
 int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, at_key *k,
                    const char **why);
+void fl_at_key_release(at_key *k);
 at_entry *fl_at_table_find(AutotuneObject *self, const at_key *k, uint64_t h);
 
 /* autotune.c: the run() form called with its keywords in a dict (TunerSlot's bound form). */

@@ -52,9 +52,15 @@ static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
     PyErr_Clear(); /* no dtype attribute, or one that raises: Triton's path says what happens */
     return 1;
   }
-  int r = push(k, A_DTYPE_OBJ | pos << 8) || push(k, (uint64_t)(uintptr_t)dt);
-  Py_DECREF(dt);
-  return r ? 1 : 0;
+  /* A dtype made afresh by the read (nothing else holds it) is not keyed by its address: a later
+   * object could take it. One held elsewhere (torch's, a tensor's attribute) is held by the key
+   * until the call is done with it. */
+  if (Py_REFCNT(dt) == 1 || k->nheld >= AT_MAX_HELD) {
+    Py_DECREF(dt);
+    return 1;
+  }
+  k->held[k->nheld++] = dt;
+  return push(k, A_DTYPE_OBJ | pos << 8) || push(k, (uint64_t)(uintptr_t)dt) ? 1 : 0;
 }
 
 /* Each keyword's index into arg_names, remembered for the last kwnames seen (by their names). */
@@ -70,9 +76,12 @@ int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, Py
   Py_ssize_t nnames = PyTuple_GET_SIZE(self->arg_names);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   k->n = 0;
+  k->nheld = 0;
   if ((Py_ssize_t)nargs > nnames) return *why = "positional_args", 1;
   if (nkw > AT_MAX_KW) return *why = "keywords", 1;
-  const Py_ssize_t *kp = nkw ? keyword_params(self, kwnames, nkw) : NULL;
+  /* Copied: a dtype's getattr below runs Python code, whose nested call may read other names. */
+  Py_ssize_t kp[AT_MAX_KW];
+  if (nkw) memcpy(kp, keyword_params(self, kwnames, nkw), (size_t)nkw * sizeof *kp);
   if (PyList_GET_SIZE(self->configs) > 1) { /* one config: no key */
     for (Py_ssize_t j = 0; j < self->nkeys; j++) {
       Py_ssize_t p = self->key_params[j];
@@ -101,4 +110,8 @@ at_entry *fl_at_table_find(AutotuneObject *self, const at_key *k, uint64_t h) {
     if (e->hash == h && e->nkey == k->n && memcmp(e->key, k->words, k->n * sizeof(uint64_t)) == 0) return e;
   }
   return NULL;
+}
+
+void fl_at_key_release(at_key *k) {
+  while (k->nheld) Py_DECREF(k->held[--k->nheld]);
 }

@@ -169,10 +169,13 @@ static int revalidate(HeurObject *self) {
       self->nh = (size_t)i + 1;
     }
   }
-  Py_XSETREF(self->stock_reason, reason == Py_None ? NULL : Py_NewRef(reason));
-  Py_SETREF(self->inner, Py_NewRef(inner));
+  PyObject *old_reason = self->stock_reason, *old_inner = self->inner;
+  self->stock_reason = reason == Py_None ? NULL : Py_NewRef(reason);
+  self->inner = Py_NewRef(inner);
   self->inner_kind = Py_TYPE(inner) == self->state->jit_type ? 1 : Py_TYPE(inner) == self->state->autotune_type ? 2 : 0;
   if (rc == 0) rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 1));
+  Py_XDECREF(old_reason); /* last: the inner and its kind agree before any __del__ runs */
+  Py_XDECREF(old_inner);
   Py_DECREF(r);
   return rc;
 }
@@ -378,7 +381,12 @@ static PyObject *h_dispatch(HeurObject *self, PyObject *grid, PyObject *const *a
 #define STOCK(reason) stock(self, grid, args, nargs, kwnames, reason, NULL)
   if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch))) {
     if (self->busy) return STOCK("reentrant");
-    if (revalidate(self) < 0) return NULL;
+    /* Busy while the values and forms are replaced: a call from a __del__ their releases run (or
+     * from the policy's Python) sees the watch still changed and goes to Triton. */
+    self->busy++;
+    int rc = revalidate(self);
+    self->busy--;
+    if (rc < 0) return NULL;
   }
   if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, NULL, self->stock_reason);
   if (nargs > H_MAX_ARGS) return STOCK("positional_args");

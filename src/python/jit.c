@@ -102,7 +102,9 @@ static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_
 /* ---- device and stream, as Triton's driver reads them ---- */
 /* Through the driver's Python callables (no C function registered for this driver). */
 static FL_EXT_COLD int device_of_driver(JitObject *self, int32_t *device) {
-  PyObject *r = PyObject_CallNoArgs(self->device_fn);
+  PyObject *fn = Py_NewRef(self->device_fn); /* its call may revalidate, which replaces it */
+  PyObject *r = PyObject_CallNoArgs(fn);
+  Py_DECREF(fn);
   if (!r) return -1;
   long d = PyLong_Check(r) ? PyLong_AsLong(r) : -1;
   Py_DECREF(r);
@@ -117,7 +119,9 @@ static FL_EXT_COLD int device_of_driver(JitObject *self, int32_t *device) {
 static FL_EXT_COLD int stream_of_driver(JitObject *self, int32_t device, uint64_t *stream) {
   PyObject *dev = PyLong_FromLong(device);
   if (!dev) return -1;
-  PyObject *r = PyObject_CallOneArg(self->stream_fn, dev);
+  PyObject *fn = Py_NewRef(self->stream_fn);
+  PyObject *r = PyObject_CallOneArg(fn, dev);
+  Py_DECREF(fn);
   Py_DECREF(dev);
   if (!r) return -1;
   fl_error err;
@@ -172,7 +176,9 @@ static FL_EXT_ALWAYS_INLINE PyObject *grid_source_value(const grid_source *s, co
   if (s->kind == SRC_CELL)
     return closure && s->index < PyTuple_GET_SIZE(closure) ? PyCell_GET(PyTuple_GET_ITEM(closure, s->index)) : NULL;
   /* Borrowed, on every launch (a strong reference costs this path 20 instructions): read at once,
-   * under the GIL, while the module's dict holds it. */
+   * under the GIL, while the module's dict holds it. The lookup can run a colliding key's __eq__,
+   * which may clear the table: the entry is then in the graveyard (jit_table.c), still readable, and
+   * the caller's generation check after the grid sends the call to Triton. */
   PyObject *v = PyDict_GetItemWithError(e->grid_globals, s->name);
   if (!v) PyErr_Clear();
   return v;
@@ -221,100 +227,9 @@ static int grid_program(const jit_entry *e, PyObject *const *pv, PyObject *grid,
   return 0;
 }
 
-/* The mapping Triton passes a grid callable: every parameter by name. */
-static PyObject *bound_args_dict(JitObject *self, PyObject *const *pv) {
-  PyObject *d = PyDict_New();
-  if (!d) return NULL;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->param_names); i++)
-    if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->param_names, i), pv[i]) < 0) {
-      Py_DECREF(d);
-      return NULL;
-    }
-  return d;
-}
-
-/* ---- Triton's own run ---- */
-
-/* Calls stock_run(*args, **kwargs) adding grid= and warmup=False unless the call had them. */
-static FL_EXT_COLD PyObject *call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
-                            int has_grid) {
-  if (has_grid) return PyObject_Vectorcall(self->stock_run, args, nargs, kwnames);
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  PyObject **stack = PyMem_Malloc((nargs + (size_t)nkw + 2) * sizeof(PyObject *));
-  PyObject *names = PyTuple_New(nkw + 2);
-  PyObject *result = NULL;
-  if (!stack || !names) {
-    PyErr_NoMemory();
-    goto done;
-  }
-  for (size_t i = 0; i < nargs + (size_t)nkw; i++) stack[i] = args[i];
-  for (Py_ssize_t k = 0; k < nkw; k++) PyTuple_SET_ITEM(names, k, Py_NewRef(PyTuple_GET_ITEM(kwnames, k)));
-  PyTuple_SET_ITEM(names, nkw, Py_NewRef(self->state->str_grid));
-  PyTuple_SET_ITEM(names, nkw + 1, Py_NewRef(self->state->str_warmup));
-  stack[nargs + (size_t)nkw] = grid;
-  stack[nargs + (size_t)nkw + 1] = Py_False;
-  result = PyObject_Vectorcall(self->stock_run, stack, nargs, names);
-done:
-  PyMem_Free(stack);
-  Py_XDECREF(names);
-  return result;
-}
-
-FL_EXT_COLD void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj) {
-  PyObject *key = reason_obj ? Py_NewRef(reason_obj) : PyUnicode_FromString(reason);
-  if (!key) {
-    PyErr_Clear();
-    return;
-  }
-  PyObject *n;
-  if (PyDict_GetItemRef(counts, key, &n) < 0) PyErr_Clear();
-  PyObject *m = PyLong_FromLong(n ? PyLong_AsLong(n) + 1 : 1);
-  Py_XDECREF(n);
-  if (!m || PyDict_SetItem(counts, key, m) < 0) PyErr_Clear();
-  Py_XDECREF(m);
-  Py_DECREF(key);
-}
-
-static FL_EXT_COLD void count_stock(JitObject *self, const char *reason, PyObject *reason_obj) {
-  self->stock++;
-  fl_ext_count_reason(self->stock_counts, reason, reason_obj);
-}
-
-/* Triton runs the call; after a miss the policy binds what Triton used under the key. */
-static FL_EXT_COLD PyObject *stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
-                       int has_grid, const char *reason, PyObject *reason_obj, const jit_key *miss) {
-  count_stock(self, reason, reason_obj);
-  PyObject *kernel = call_stock(self, grid, args, nargs, kwnames, has_grid);
-  if (!kernel || !miss || kernel == Py_None) return kernel;
-  PyObject *key = PyBytes_FromStringAndSize((const char *)miss->words, (Py_ssize_t)(miss->n * sizeof(uint64_t)));
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  PyObject *pos = PyTuple_New((Py_ssize_t)nargs), *kw = PyDict_New();
-  PyObject *r = NULL;
-  if (key && pos && kw) {
-    for (size_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(pos, (Py_ssize_t)i, Py_NewRef(args[i]));
-    int ok = 1;
-    for (Py_ssize_t k = 0; k < nkw && ok; k++)
-      ok = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, k), args[nargs + (size_t)k]) == 0;
-    if (ok) r = PyObject_CallMethod(self->policy, "bind", "OOOOO", key, kernel, pos, kw, grid);
-  }
-  /* The launch happened: whatever binding did, the call's result stands. */
-  if (!r) PyErr_WriteUnraisable(self->policy);
-  Py_XDECREF(r);
-  Py_XDECREF(key);
-  Py_XDECREF(pos);
-  Py_XDECREF(kw);
-  return kernel;
-}
-
 /* ---- the call ---- */
 
 
-static const char *jit_dispatch_checks(JitObject *self) {
-  if (PyList_GET_SIZE(self->pre_run_hooks) > 0) return "pre_run_hooks";
-  for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++)
-    if (PyList_GET_SIZE(PyTuple_GET_ITEM(self->hook_lists, h)) > 0) return "launch_hooks";
-  return NULL;
-}
 
 /* Launches through the entry's plan with the values the key pass read: 0 launched; 1 refused
  * before the boundary (err); -1 with an exception (after the boundary). No Python code runs here. */
@@ -343,7 +258,7 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
   return 1;
 }
 
-#define STOCK(reason, miss) stock(self, grid, args, nargs, kwnames, kw->has_grid, reason, NULL, miss)
+#define STOCK(reason, miss) fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, reason, NULL, miss)
 
 /* An exact tuple of 1-3 exact ints (a grid the caller computed, most often): 0, or what
  * fl_jit_read_grid says of any other. */
@@ -371,19 +286,21 @@ static FL_EXT_ALWAYS_INLINE int call_grid(const jit_entry *e, PyObject *const *p
 }
 
 /* Launches a call the memo matched: 0 with *res (the result, or NULL with an exception); 1 when
- * the grid is a callable to call, which the full path does (nothing was run). */
-static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
-                       int32_t device, PyObject *const *pv, const fl_value *values, const uint64_t *words,
+ * the grid is a callable to call, which the full path does (nothing was run). The only Python code
+ * that can run here is a global's __eq__ in the grid's lookup (grid_source_value). */
+static FL_EXT_ALWAYS_INLINE int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                       uint64_t stream, PyObject *const *pv, const fl_value *values, const uint64_t *words,
                        PyObject **res) {
   PyObject *grid = kw->grid;
   const jit_entry *e = self->memo.entry;
-  uint64_t gen = self->gen, stream;
+  uint64_t gen = self->gen;
   int64_t g[3];
   fl_error err;
-  if (current_stream(self, device, &stream) < 0) return *res = NULL, 0;
   int r = call_grid(e, pv, grid, g);
   if (r > 0) return 1;
-  if (FL_EXT_UNLIKELY(gen != self->gen)) return *res = STOCK("table_changed", NULL), 0; /* a global's __eq__ */
+  if (FL_EXT_UNLIKELY(gen != self->gen)) return *res = STOCK("table_changed", NULL), 0;
+  if (FL_EXT_UNLIKELY(e->grid_global) && fl_ext_watch_changed(&self->watch))
+    return *res = STOCK("settings_changed", NULL), 0; /* Triton reads the hooks after the grid */
   if (r < 0) return *res = STOCK("grid_unreadable", NULL), 0;
   PyObject *kernel = Py_NewRef(e->kernel);
   if ((words ? fl_launch_words(e->plan->plan, stream, words, e->nabi, g, &err)
@@ -397,85 +314,129 @@ static int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_
   return 0;
 }
 
-/* Any other callable grid: called once, with the mapping Triton passes. *computed is what Triton
- * gets if the call goes there after all: the answer, or a callable returning it when the answer is
- * itself callable (which Triton would not call again) or None (which Triton 3.5 to 3.8 refuse as a
- * grid with an AssertionError, where the caller's callable answering None meets len()'s TypeError).
- * 0 read; -1 not read here; *computed NULL with an exception. */
-static FL_EXT_COLD int called_grid(JitObject *self, PyObject *const *pv, PyObject *grid, int64_t g[3],
-                                   PyObject **computed) {
-  self->grid_calls++;
-  PyObject *meta = bound_args_dict(self, pv);
-  *computed = meta ? PyObject_CallOneArg(grid, meta) : NULL;
-  Py_XDECREF(meta);
-  if (!*computed) return -1;
-  if (fl_jit_read_grid(*computed, g) == 0 && ((g[1] | g[2]) == 1 || !fl_jit_grid_product_wraps(g))) return 0;
-  if (*computed == Py_None || PyCallable_Check(*computed)) {
-    PyObject *wrapped = PyObject_CallMethod(self->policy, "answered_grid", "O", *computed);
-    Py_SETREF(*computed, wrapped);
+/* The tensor-likes' pointers, read only when the table has a variant for some alignment of them:
+ * a call Triton's run serves from the start reads them there, as often as Triton alone does. 0
+ * read; 1 with *res, the call served by Triton (a miss: bound afterwards, its pointers read then);
+ * -1 with an exception (data_ptr()'s own, as Triton's binder raises it). */
+static FL_EXT_COLD int lazy_pointers(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs,
+                                     PyObject *kwnames, jit_key *k, jit_values *vals, PyObject **res) {
+  if (fl_jit_find_lazy(self, k, vals)) return fl_jit_read_lazy(k, vals);
+  PyObject *grid = kw->grid;
+  *res = STOCK("first_call_of_variant", NULL);
+  if (*res && *res != Py_None) {
+    if (fl_jit_read_lazy(k, vals) == 0) fl_jit_bind(self, *res, grid, args, nargs, kwnames, k);
+    else PyErr_Clear(); /* not bound: the next call is Triton's again */
   }
-  return -1;
+  return 1;
 }
 
-/* The full path: bind, key, table; then the memo holds what a fast call found. */
-static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
-                               int32_t device) {
+/* The full path: bind, key, table; then the memo holds what a fast call found. Triton's order from
+ * the binding on: the arguments read (the key; data_ptr() and dtype of a tensor the door declines),
+ * then the grid (the callable called with the mapping), then the hooks and the launch values read
+ * again (the tensors' pointers as the launcher reads them: a grid callable may have moved a
+ * tensor's storage), then the launch. Whatever Python code ran in between may have cleared the
+ * table (the entry stays readable in the graveyard; the generation says so), changed a setting
+ * (revalidated) or written the mapping: each sends the call to Triton, with the grid it would have
+ * computed. */
+static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs,
+                                           PyObject *kwnames, int32_t device, uint64_t stream) {
   PyObject *grid = kw->grid;
   jit_bound b;
   if (bind_call(self, &b, args, nargs, kw->kwnames, kw->kwvals, kw->nkw)) return STOCK(b.why, NULL);
   jit_key k;
-  jit_values vals;
+  jit_values vals, again;
+  PyObject *res = NULL, *computed = NULL, *meta = NULL, *why_obj = NULL;
+  const char *why = NULL;
+  again.nheld = 0;
   int r = fl_jit_make_key(self, &b, device, &k, &vals);
-  if (r < 0) return NULL;
-  if (r > 0) return STOCK(b.why, NULL);
-  uint64_t h = key_hash(&k);
-  jit_entry *e = table_find(self, &k, h);
-  if (!e) return STOCK("first_call_of_variant", &k);
-  if (!e->plan) return stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, e->refusal, NULL);
-  uint64_t stream, gen = self->gen;
-  if (current_stream(self, device, &stream) < 0) return NULL;
+  if (r != 0) {
+    if (r > 0) res = STOCK(b.why, NULL);
+    goto done;
+  }
+  int python = vals.nheld > 0; /* a tensor-like's attributes were read */
+  if (python && (r = fl_jit_settled(self, &why, &why_obj)) != 0) {
+    if (r > 0) res = fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
+    goto done;
+  }
+  if (vals.nlazy && (r = lazy_pointers(self, kw, args, nargs, kwnames, &k, &vals, &res)) != 0) goto done;
+  jit_entry *e = table_find(self, &k, key_hash(&k));
+  if (!e) {
+    res = STOCK("first_call_of_variant", &k);
+    goto done;
+  }
+  if (!e->plan) {
+    res = fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, e->refusal, NULL);
+    goto done;
+  }
+  uint64_t gen = self->gen;
   int64_t g[3];
   fl_error err;
-  PyObject *computed = NULL;
+  int changed = 0;
   r = call_grid(e, b.vals, grid, g);
   if (r > 0) {
-    r = called_grid(self, b.vals, grid, g, &computed);
-    if (!computed) return NULL;
-    grid = computed;
+    python = 1;
+    r = fl_jit_called_grid(self, b.vals, grid, g, &computed, &meta);
+    if (!computed) goto done;
+    changed = fl_jit_meta_changed(self, meta, b.vals);
   }
-  if (gen != self->gen) { /* the callable (or a global's __eq__) changed the table */
-    PyObject *res = STOCK("table_changed", NULL);
-    Py_XDECREF(computed);
-    return res;
+  if (gen != self->gen) why = "table_changed"; /* the callable (or a global's __eq__) cleared it */
+  else if (python && fl_jit_settled(self, &why, &why_obj) < 0) goto done;
+  else if (changed) why = "grid_wrote_mapping";
+  else if (r < 0) why = "grid_unreadable";
+  if (why || why_obj) {
+    PyObject *replay = computed ? fl_jit_replay_grid(self, computed, meta, changed) : Py_NewRef(grid);
+    if (replay) res = fl_jit_stock(self, replay, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
+    Py_XDECREF(replay);
+    goto done;
   }
-  if (r < 0) {
-    PyObject *res = STOCK("grid_unreadable", NULL);
-    Py_XDECREF(computed);
-    return res;
+  if (computed) grid = computed; /* readable and the mapping untouched: what Triton gets if the plan refuses */
+  const jit_values *launch = &vals;
+  if (python) { /* the launcher's read of the values, after the grid */
+    r = fl_jit_launch_values(self, &b, &vals, &again);
+    if (r < 0) goto done;
+    if (r > 0) {
+      res = STOCK("arg_layout_changed", NULL);
+      goto done;
+    }
+    launch = &again; /* a data_ptr() that cleared the table: launched, as Triton's launcher does (the
+                      * entry is in the graveyard, and the memo is not set to it) */
   }
   PyObject *kernel = Py_NewRef(e->kernel);
-  r = launch_entry(self, e, &vals, stream, g, &err);
+  r = launch_entry(self, e, launch, stream, g, &err);
   if (r == 0) {
     self->fast++;
-    if (kw->kwvals == args + nargs) fl_jit_memo_set(self, e, &b, nargs, kw->kwnames);
-    Py_XDECREF(computed);
-    return kernel;
+    if (kw->kwvals == args + nargs && gen == self->gen) fl_jit_memo_set(self, e, &b, nargs, kw->kwnames);
+    res = kernel;
+    goto done;
   }
   Py_DECREF(kernel);
-  PyObject *res = r < 0 ? NULL : STOCK(err.reason, NULL);
+  if (r > 0) res = STOCK(err.reason, NULL);
+done:
+  fl_jit_values_release(&vals);
+  fl_jit_values_release(&again);
   Py_XDECREF(computed);
+  Py_XDECREF(meta);
   return res;
 }
 
-static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames) {
+static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs,
+                                               PyObject *kwnames) {
   PyObject *grid = kw->grid;
   if (kw->warmup) return STOCK("warmup", NULL);
   if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch)) && fl_jit_revalidate(self) < 0) return NULL;
-  if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, self->stock_reason, NULL);
-  const char *why = jit_dispatch_checks(self);
+  if (self->stock_reason) return fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, self->stock_reason, NULL);
+  const char *why = fl_jit_dispatch_checks(self);
   if (why) return STOCK(why, NULL);
+  /* The device and the stream first, as Triton's run reads them. */
   int32_t device;
-  if (current_device(self, &device) < 0) return NULL;
+  uint64_t stream;
+  if (current_device(self, &device) < 0 || current_stream(self, device, &stream) < 0) return NULL;
+  if (FL_EXT_UNLIKELY(self->device_fn || self->stream_fn)) { /* Python code ran */
+    PyObject *why_obj;
+    int s = fl_jit_settled(self, &why, &why_obj);
+    if (s < 0) return NULL;
+    if (s > 0) return fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
+  }
   if (kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
     PyObject *pv[JIT_MAX_PARAMS];
     fl_value values[JIT_MAX_PARAMS];
@@ -483,12 +444,30 @@ static PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args
     if (self->memo.entry && self->memo.entry->plan->args.words) words = words_at;
     PyObject *res;
     if (jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values, words) == 0 &&
-        memo_launch(self, kw, args, nargs, kwnames, device, pv, values, words, &res) == 0)
+        memo_launch(self, kw, args, nargs, kwnames, stream, pv, values, words, &res) == 0)
       return res;
   }
-  return full_dispatch(self, kw, args, nargs, kwnames, device);
+  return full_dispatch(self, kw, args, nargs, kwnames, device, stream);
 }
 #undef STOCK
+
+/* Frees the entries cleared while calls were in flight, once the outermost has returned (the
+ * releases may run a __del__: the call's exception, if any, is kept aside meanwhile). */
+static FL_EXT_COLD void bury(JitObject *self) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  fl_jit_bury(self);
+  PyErr_Restore(et, ev, tb);
+}
+
+/* A call, counted in flight while it runs: the table it reads is never freed under it. */
+static FL_EXT_ALWAYS_INLINE PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs,
+                                                   PyObject *kwnames) {
+  self->depth++;
+  PyObject *res = dispatch(self, kw, args, nargs, kwnames);
+  if (--self->depth == 0 && FL_EXT_UNLIKELY(self->graveyard != NULL)) bury(self);
+  return res;
+}
 
 /* Reads grid= and warmup= out of the keywords (the run() form). 0, or -1 with an exception. */
 static int split_keywords(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, jit_kw *kw) {
@@ -534,7 +513,7 @@ PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t na
   if (r < 0) return NULL;
   if (r > 0 || !kw.has_grid) {
     if (kw.kwnames && kw.kwnames != kwnames) Py_DECREF(kw.kwnames);
-    count_stock(self, r > 0 ? "keywords" : "no_grid", NULL);
+    fl_jit_count_stock(self, r > 0 ? "keywords" : "no_grid", NULL);
     return PyObject_Vectorcall(self->stock_run, args, nargs, kwnames); /* Triton says what is wrong */
   }
   PyObject *res = jit_dispatch(self, &kw, args, nargs, kwnames);
@@ -553,8 +532,8 @@ static FL_EXT_ALWAYS_INLINE PyObject *run_grid(PyObject *jit, PyObject *grid, Py
   kw.kwnames = kwnames;
   kw.nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   if (kw.nkw > JIT_MAX_PARAMS + JIT_MAX_OPTIONS) {
-    count_stock(self, "keywords", NULL);
-    return call_stock(self, grid, args, nargs, kwnames, 0);
+    fl_jit_count_stock(self, "keywords", NULL);
+    return fl_jit_call_stock(self, grid, args, nargs, kwnames, 0);
   }
   kw.kwvals = args + nargs;
   return jit_dispatch(self, &kw, args, nargs, kwnames);

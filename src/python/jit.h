@@ -3,6 +3,7 @@
  *   jit_grid.c      a grid that is a value, read as Triton reads it
  *   jit_key.c       the key of a call and the memo of the last fast call's form
  *   jit_table.c     a variant's entry, the table, revalidation, torch's C shim
+ *   jit_stock.c     Triton's own run for a call handed back; the grid callable called, replayed
  *   jit.c           a call: bind, key, table, device, stream, grid, launch, or Triton's run
  *   jit_types.c     the JitDispatcher type: construction, binding variants, counts
  *   autotune_key.c  the Autotuner's key and table (autotune.h; they include ext.h only)
@@ -22,6 +23,7 @@
 #define JIT_MAX_PARAMS 256  /* parameters bound on the stack */
 #define JIT_MAX_OPTIONS 32  /* option keywords */
 #define JIT_MAX_GRID_VARS 16
+#define JIT_MAX_LAZY 4      /* tensor-likes per call whose data_ptr() waits for the table (jit_values) */
 
 /* ---- the key ---- */
 enum {
@@ -54,6 +56,16 @@ typedef struct {
   int16_t index[JIT_MAX_PARAMS];
   int32_t start[JIT_MAX_PARAMS]; /* per parameter: its first value, -1 for a constexpr */
   size_t n;
+  /* The dtype objects of tensors read through data_ptr() (their addresses are in the key), held
+   * until the call is done with the key: no other object can take an address while it is held. */
+  PyObject *held[JIT_MAX_PARAMS];
+  size_t nheld;
+  /* Tensor-likes whose data_ptr() is not read yet (the first JIT_MAX_LAZY of a call): the table is
+   * searched for either alignment first, so a call Triton's run serves has not read it (Triton's run
+   * reads it itself). Per one: its key word (the alignment bit 0 until read), its value, the object. */
+  uint16_t lazy_word[JIT_MAX_LAZY], lazy_value[JIT_MAX_LAZY];
+  PyObject *lazy_obj[JIT_MAX_LAZY]; /* borrowed: the call's arguments */
+  size_t nlazy;
 } jit_values;
 
 static inline int key_push(jit_key *k, uint64_t w) {
@@ -164,7 +176,8 @@ typedef struct {
   PyObject *name;   /* a global's name */
 } grid_source;
 
-typedef struct {
+typedef struct jit_entry {
+  struct jit_entry *next; /* in the dispatcher's graveyard, once cleared while a call was in flight */
   uint64_t hash;
   size_t nkey;
   uint64_t *key;
@@ -183,6 +196,7 @@ typedef struct {
   /* One source and dimension 0 one of the shapes (grid_shape.h), 1 and 2 constant: Triton's
    * common `lambda META: (triton.cdiv(n, META["BLOCK"]),)`, computed inline. */
   bool grid_shaped;
+  bool grid_global;     /* a source is a global: its lookup can run a colliding key's __eq__ */
   fl__grid_shape grid_shape;
   size_t ngrid_src;
   grid_source *grid_src;
@@ -264,6 +278,8 @@ typedef struct {
   jit_entry **slots;
   size_t cap, count;
   uint64_t gen;           /* counts clearings of the table: an entry held across Python code is checked by it */
+  size_t depth;           /* calls of this dispatcher in flight (nested ones included) */
+  jit_entry *graveyard;   /* entries cleared while depth > 0: freed when the outermost call returns */
   jit_memo memo;
   PyObject *weakrefs;
 } JitObject;
@@ -312,6 +328,16 @@ static inline jit_entry *table_find(const JitObject *self, const jit_key *k, uin
 
 /* jit_key.c */
 int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, jit_values *vals);
+/* The launch values again, as Triton's launcher reads them after the grid (data_ptr() called again
+ * on a tensor the door declines; its failure is the launcher's TypeError): 0; 1 (the values no
+ * longer have the key's layout: Triton decides); -1 with an exception. `first` is the key pass's. */
+int fl_jit_launch_values(JitObject *self, jit_bound *b, const jit_values *first, jit_values *out);
+/* The entry bound under the key for some alignment of the unread tensor-likes, or NULL. */
+jit_entry *fl_jit_find_lazy(JitObject *self, jit_key *k, const jit_values *vals);
+/* Their data_ptr() read now (as Triton's binder reads it: its exception is the call's), each value
+ * and alignment bit set. 0, or -1 with an exception. */
+int fl_jit_read_lazy(jit_key *k, jit_values *vals);
+void fl_jit_values_release(jit_values *vals);
 int fl_jit_memo_init(jit_memo *m, Py_ssize_t nparams);
 void fl_jit_memo_free(jit_memo *m);
 void fl_jit_memo_clear(JitObject *self);
@@ -320,9 +346,33 @@ int fl_jit_memo_entry(jit_entry *e, Py_ssize_t nparams, const uint8_t *param_con
 /* jit_table.c */
 void fl_jit_entry_free(jit_entry *e);
 void fl_jit_table_clear(JitObject *self);
+void fl_jit_bury(JitObject *self); /* frees the graveyard (no call in flight) */
 int fl_jit_table_put(JitObject *self, jit_entry *e);
 FL_EXT_COLD int fl_jit_revalidate(JitObject *self);
 extern PyMethodDef fl_ext_jit_methods[];
+/* jit_stock.c */
+FL_EXT_COLD PyObject *fl_jit_call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
+                                        PyObject *kwnames, int has_grid);
+FL_EXT_COLD void fl_jit_count_stock(JitObject *self, const char *reason, PyObject *reason_obj);
+FL_EXT_COLD PyObject *fl_jit_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
+                                   PyObject *kwnames, int has_grid, const char *reason, PyObject *reason_obj,
+                                   const jit_key *miss);
+/* After Triton's run served a miss: the policy binds the variant it used under the key. */
+FL_EXT_COLD void fl_jit_bind(JitObject *self, PyObject *kernel, PyObject *grid, PyObject *const *args, size_t nargs,
+                             PyObject *kwnames, const jit_key *miss);
+FL_EXT_COLD int fl_jit_called_grid(JitObject *self, PyObject *const *pv, PyObject *grid, int64_t g[3],
+                                   PyObject **computed, PyObject **meta);
+FL_EXT_COLD int fl_jit_meta_changed(JitObject *self, PyObject *meta, PyObject *const *pv);
+FL_EXT_COLD PyObject *fl_jit_replay_grid(JitObject *self, PyObject *answer, PyObject *meta, int changed);
+FL_EXT_COLD int fl_jit_settled(JitObject *self, const char **why, PyObject **why_obj);
+/* The hooks Triton's run calls: a call with any goes there. */
+static inline const char *fl_jit_dispatch_checks(const JitObject *self) {
+  if (PyList_GET_SIZE(self->pre_run_hooks) > 0) return "pre_run_hooks";
+  for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++)
+    if (PyList_GET_SIZE(PyTuple_GET_ITEM(self->hook_lists, h)) > 0) return "launch_hooks";
+  return NULL;
+}
+
 /* jit.c: run(*args, grid=, warmup=, **kwargs), and a JitCall (kernel[grid]) of a JitDispatcher */
 PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
@@ -335,7 +385,7 @@ int fl_jit_grid_product_wraps(const int64_t g[3]);
 /* 0: the call is the memo entry's (its values in the entry's argument order in `words` when not
  * NULL (the entry's plan takes words; JIT_MAX_PARAMS + 1 of them), else in `values`; the objects
  * of the parameters the grid program reads in pv, borrowed); 1: the full path decides. */
-static inline int jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,
+static FL_EXT_ALWAYS_INLINE int jit_memo_match(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, int32_t device,
                                  PyObject **pv, fl_value *values, uint64_t *words) {
   jit_memo *m = &self->memo;
   const jit_entry *e = m->entry;

@@ -50,18 +50,34 @@ static int key_value(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v
 /* The slow path for tensors the door does not take (no door built, a subclass, a meta tensor):
  * dtype, data_ptr() and device as Triton and torch read them. The device goes with the value, so
  * the launch checks it against the plan's memory as it does a tensor the door read (a tensor on
- * memory the plan does not read goes to Triton's path). 0, 1 (not a tensor fastlaunch launches:
- * Triton's path), -1 with an exception. */
+ * memory the plan does not read goes to Triton's path). The dtype's address goes in the key: the
+ * dtype is held until the call is done with the key (vals->held), and one made afresh by each read
+ * (a property returning a new object, which nothing else holds) is not keyed at all, since a later
+ * object could take its address. 0, 1 (not a tensor fastlaunch launches: Triton's path), -1 with
+ * an exception. */
 static int key_tensor_slow(jit_key *k, jit_values *vals, PyObject *v) {
   PyObject *dtype = PyObject_GetAttrString(v, "dtype");
   if (!dtype) {
     PyErr_Clear();
     return 1;
   }
-  int where = 0, index = -1;
-  if (fl_ext_tensor_device(v, &where, &index) == 2) { /* meta: no memory behind it */
+  if (Py_REFCNT(dtype) == 1 || vals->nheld >= JIT_MAX_PARAMS) {
     Py_DECREF(dtype);
     return 1;
+  }
+  vals->held[vals->nheld++] = dtype;
+  int where = 0, index = -1;
+  if (fl_ext_tensor_device(v, &where, &index) == 2) return 1; /* meta: no memory behind it */
+  fl_value x;
+  x.type = FL_VALUE_PTR;
+  x.v.p = 0;
+  if (vals->nlazy < JIT_MAX_LAZY) { /* read once the table has a variant for it (fl_jit_read_lazy) */
+    size_t i = vals->nlazy++;
+    vals->lazy_word[i] = (uint16_t)k->n;
+    vals->lazy_value[i] = (uint16_t)vals->n;
+    vals->lazy_obj[i] = v;
+    return key_push(k, K_TENSOR_OBJ) < 0 || key_push(k, (uint64_t)(uintptr_t)dtype) < 0 ||
+           value_push(vals, x, where, index) < 0 ? -1 : 0;
   }
   PyObject *ptr = PyObject_CallMethod(v, "data_ptr", NULL);
   uint64_t p = 0;
@@ -69,26 +85,105 @@ static int key_tensor_slow(jit_key *k, jit_values *vals, PyObject *v) {
   if (ok) p = PyLong_AsUnsignedLongLongMask(ptr);
   Py_XDECREF(ptr);
   if (!ok) {
-    Py_DECREF(dtype);
     PyErr_Clear();
     return 1;
   }
-  uint64_t addr = (uint64_t)(uintptr_t)dtype;
-  Py_DECREF(dtype); /* torch's dtypes are module-level objects; the policy keeps them with the entry */
-  fl_value x;
-  x.type = FL_VALUE_PTR;
   x.v.p = p;
-  if (key_push(k, K_TENSOR_OBJ | (uint64_t)((p & 15) == 0) << 7) < 0 || key_push(k, addr) < 0 ||
+  if (key_push(k, K_TENSOR_OBJ | (uint64_t)((p & 15) == 0) << 7) < 0 || key_push(k, (uint64_t)(uintptr_t)dtype) < 0 ||
       value_push(vals, x, where, index) < 0)
     return -1;
   return 0;
 }
 
+jit_entry *fl_jit_find_lazy(JitObject *self, jit_key *k, const jit_values *vals) {
+  jit_entry *e = NULL;
+  for (unsigned m = 0; m < 1u << vals->nlazy && !e; m++) {
+    for (size_t i = 0; i < vals->nlazy; i++)
+      k->words[vals->lazy_word[i]] = K_TENSOR_OBJ | (uint64_t)((m >> i) & 1) << 7;
+    e = table_find(self, k, key_hash(k));
+  }
+  return e;
+}
+
+int fl_jit_read_lazy(jit_key *k, jit_values *vals) {
+  for (size_t i = 0; i < vals->nlazy; i++) {
+    PyObject *ptr = PyObject_CallMethod(vals->lazy_obj[i], "data_ptr", NULL);
+    if (!ptr) return -1;
+    if (!PyLong_Check(ptr)) {
+      Py_DECREF(ptr);
+      return PyErr_SetString(PyExc_TypeError, "data_ptr method of Pointer object must return 64-bit int"), -1;
+    }
+    uint64_t p = PyLong_AsUnsignedLongLongMask(ptr);
+    Py_DECREF(ptr);
+    if (p == (uint64_t)-1 && PyErr_Occurred()) return -1;
+    vals->v[vals->lazy_value[i]].v.p = p;
+    k->words[vals->lazy_word[i]] = K_TENSOR_OBJ | (uint64_t)((p & 15) == 0) << 7;
+  }
+  vals->nlazy = 0;
+  return 0;
+}
+
+void fl_jit_values_release(jit_values *vals) {
+  while (vals->nheld) Py_DECREF(vals->held[--vals->nheld]);
+}
+
+/* One runtime value read again for the launch (see fl_jit_launch_values): 0, 1, or -1. */
+static int launch_value(fl_ext_state *st, const jit_values *first, jit_values *out, PyObject *v, int depth) {
+  if (PyTuple_Check(v)) {
+    if (depth > 0) return 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++) {
+      int r = launch_value(st, first, out, PyTuple_GET_ITEM(v, i), depth + 1);
+      if (r) return r;
+    }
+    return 0;
+  }
+  size_t at = out->n;
+  if (at >= first->n) return 1;
+  uint64_t w[1];
+  fl_value x;
+  int where, index;
+  if (!value_words(st, v, w, &x, &where, &index)) {
+    /* A tensor the key read through data_ptr(): read as Triton's launcher reads a pointer. */
+    if (first->v[at].type != FL_VALUE_PTR) return 1;
+    PyObject *ptr = PyObject_CallMethod(v, "data_ptr", NULL);
+    if (!ptr || !PyLong_Check(ptr)) {
+      int answered = ptr != NULL;
+      Py_XDECREF(ptr);
+      PyErr_Clear();
+      PyErr_SetString(PyExc_TypeError, answered ? "data_ptr method of Pointer object must return 64-bit int"
+                                           : "Pointer argument must be either uint64 or have data_ptr method");
+      return -1;
+    }
+    x.type = FL_VALUE_PTR;
+    x.v.p = PyLong_AsUnsignedLongLongMask(ptr);
+    Py_DECREF(ptr);
+    if (PyErr_Occurred()) return -1;
+    where = first->where[at];
+    index = first->index[at];
+  }
+  return value_push(out, x, where, index) < 0 ? 1 : 0;
+}
+
+/* The launch values again, after the grid (jit.h). */
+int fl_jit_launch_values(JitObject *self, jit_bound *b, const jit_values *first, jit_values *out) {
+  out->n = 0;
+  out->nheld = 0;
+  Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
+  for (Py_ssize_t i = 0; i < np; i++) {
+    out->start[i] = first->start[i];
+    if (first->start[i] < 0) continue;
+    int r = launch_value(self->state, first, out, b->vals[i], 0);
+    if (r) return r;
+  }
+  return out->n == first->n ? 0 : 1;
+}
 
 /* 0 with the key and the launch values made; 1 with b->why; -1 with an exception. */
 int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, jit_values *vals) {
   k->n = 0;
   vals->n = 0;
+  vals->nheld = 0;
+  vals->nlazy = 0;
   key_push(k, K_DEVICE | (uint64_t)(uint32_t)device << 8);
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
   for (Py_ssize_t i = 0; i < np; i++) {

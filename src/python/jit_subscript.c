@@ -104,24 +104,24 @@ typedef struct {
   uint64_t last_stamp;
 } SubscriptObject;
 
-/* The dispatcher in kernel.__dict__["run"] (borrowed), NULL when there is none (or with an
+/* The dispatcher in kernel.__dict__["run"] (a new reference), NULL when there is none (or with an
  * exception). The last kernel's is remembered while its dict is the same and unchanged. */
 static inline PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
   if (kernel == sub->last_kernel && *sub->last_dictptr == sub->last_dict &&
       fl_ext_dict_stamp(sub->last_dict) == sub->last_stamp)
-    return sub->last_run;
+    return Py_NewRef(sub->last_run);
   PyObject **dictptr = _PyObject_GetDictPtr(kernel);
   PyObject *dict = dictptr ? *dictptr : NULL;
   if (!dict) return NULL;
   PyObject *run;
   if (PyDict_GetItemRef(dict, sub->state->str_run, &run) <= 0) return NULL; /* missing, or an error */
-  Py_DECREF(run); /* borrowed from here: the kernel's dict holds it, and the caller uses it at once */
   if (!spare_of(sub->state, run)) return run;
   if (fl_ext_watch_dict(sub->state, dict) < 0) {
     PyErr_Clear(); /* not remembered: looked up again next time */
     return run;
   }
-  /* All fields first, the old references last: their release may run code that subscripts. */
+  /* All fields first, the old references last: their release may run code that subscripts (or
+   * replaces the kernel's run: the caller holds its own reference to this one). */
   PyObject *old_kernel = sub->last_kernel, *old_dict = sub->last_dict, *old_run = sub->last_run;
   sub->last_kernel = Py_NewRef(kernel);
   sub->last_dict = Py_NewRef(dict);
@@ -134,6 +134,17 @@ static inline PyObject *subscript_run(SubscriptObject *sub, PyObject *kernel) {
   return run;
 }
 
+/* The spare JitCall handed out again with another grid. Taken first, the old grid released last:
+ * its __del__ may subscript the same kernel, and must then find the spare held (and make another). */
+static inline PyObject *reuse(PyObject *spare, PyObject *grid) {
+  JitCallObject *call = (JitCallObject *)spare;
+  PyObject *old = call->grid;
+  Py_INCREF(spare);
+  call->grid = Py_NewRef(grid);
+  Py_DECREF(old);
+  return spare;
+}
+
 /* The JitCall of a dispatcher (its spare one when nobody holds that), or Triton's __getitem__ for
  * anything else in `run`. */
 static PyObject *spare_or_new(SubscriptObject *sub, PyObject *run, PyObject *kernel, PyObject *grid) {
@@ -143,28 +154,31 @@ static PyObject *spare_or_new(SubscriptObject *sub, PyObject *run, PyObject *ker
     return PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
   }
   PyObject *spare = *spare_at;
-  if (spare && Py_REFCNT(spare) == 1) { /* nobody holds the last one: it is reused */
-    Py_SETREF(((JitCallObject *)spare)->grid, Py_NewRef(grid));
-    return Py_NewRef(spare);
-  }
+  if (spare && Py_REFCNT(spare) == 1) return reuse(spare, grid); /* nobody holds the last one */
   PyObject *call = new_call(sub->state, run, grid);
-  if (call && !spare) *spare_at = Py_NewRef(call);
+  if (call && !*spare_at) *spare_at = Py_NewRef(call); /* read again: the allocation may run a GC pass */
   return call;
 }
 
 /* kernel[grid] on a kernel other than the last one (or the last one's dict changed, or its spare
- * JitCall is held): finds the dispatcher, attaching one the first time. */
+ * JitCall is held): finds the dispatcher, attaching one the first time. The JitSubscript is held
+ * throughout: `_attach`, or any code a release runs, may call disable(), which drops the class's. */
 static FL_EXT_COLD PyObject *subscript_call_slow(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
-  PyObject *run = subscript_run(sub, kernel);
+  Py_INCREF(sub);
+  PyObject *res = NULL, *run = subscript_run(sub, kernel);
   if (!run) {
-    if (PyErr_Occurred()) return NULL;
+    if (PyErr_Occurred()) goto done;
     PyObject *r = PyObject_CallOneArg(sub->attach, kernel); /* once per kernel */
-    if (!r) return NULL;
+    if (!r) goto done;
     Py_DECREF(r);
     run = subscript_run(sub, kernel);
-    if (!run && PyErr_Occurred()) return NULL;
+    if (!run && PyErr_Occurred()) goto done;
   }
-  return spare_or_new(sub, run, kernel, grid);
+  res = spare_or_new(sub, run, kernel, grid);
+done:
+  Py_XDECREF(run);
+  Py_DECREF(sub);
+  return res;
 }
 
 /* kernel[grid]: the JitCall of the kernel's dispatcher. The last kernel's, while its dict is the
@@ -175,10 +189,7 @@ static inline PyObject *subscript_call(SubscriptObject *sub, PyObject *kernel, P
       fl_ext_dict_stamp(sub->last_dict) == sub->last_stamp) {
     PyObject *run = sub->last_run;
     PyObject *spare = *spare_of(sub->state, run);
-    if (spare && Py_REFCNT(spare) == 1) {
-      Py_SETREF(((JitCallObject *)spare)->grid, Py_NewRef(grid));
-      return Py_NewRef(spare);
-    }
+    if (spare && Py_REFCNT(spare) == 1) return reuse(spare, grid);
   }
   return subscript_call_slow(sub, kernel, grid);
 }

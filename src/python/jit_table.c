@@ -32,6 +32,10 @@ void fl_jit_entry_free(jit_entry *e) {
   PyMem_Free(e);
 }
 
+/* Clears the table. While a call of this dispatcher is in flight (it may hold an entry across Python
+ * code: a stream function, a grid callable, a __del__), the entries go to the graveyard instead,
+ * freed when the outermost call returns: an entry a call holds is never freed under it, and the
+ * generation tells the call that its entry is no longer the table's. */
 void fl_jit_table_clear(JitObject *self) {
   jit_entry **slots = self->slots;
   size_t cap = self->cap;
@@ -39,8 +43,25 @@ void fl_jit_table_clear(JitObject *self) {
   self->gen++;
   self->slots = NULL;
   self->cap = self->count = 0;
-  for (size_t i = 0; i < cap; i++) fl_jit_entry_free(slots[i]);
+  for (size_t i = 0; i < cap; i++) {
+    jit_entry *e = slots[i];
+    if (!e) continue;
+    if (self->depth) {
+      e->next = self->graveyard;
+      self->graveyard = e;
+    } else {
+      fl_jit_entry_free(e); /* its releases may run code that calls this dispatcher: the table is empty */
+    }
+  }
   PyMem_Free(slots);
+}
+
+void fl_jit_bury(JitObject *self) {
+  while (self->graveyard) { /* a release may run code that calls in and clears again: taken one by one */
+    jit_entry *e = self->graveyard;
+    self->graveyard = e->next;
+    fl_jit_entry_free(e);
+  }
 }
 
 int fl_jit_table_put(JitObject *self, jit_entry *e) {
@@ -69,20 +90,24 @@ int fl_jit_table_put(JitObject *self, jit_entry *e) {
 /* ---- revalidation: when a watched dict changed, the policy says what holds now ---- */
 /* A source of the current device or stream: None for torch's C shim, a capsule holding a C function
  * of the shim's signature (registered by a driver that has one), or the driver's Python callable.
- * Returns the capsule's pointer (NULL for the other two, with *slot set for a callable); -1 in *bad. */
-static void *set_source(PyObject **slot, PyObject *value, const char *capsule, int *bad) {
-  Py_CLEAR(*slot);
+ * Returns the capsule's pointer (NULL for the other two, with *fn a new reference for a callable);
+ * -1 in *bad with an exception. */
+static void *source_of(PyObject **fn, PyObject *value, const char *capsule, int *bad) {
+  *fn = NULL;
   if (value == Py_None) return NULL;
   if (!PyCapsule_CheckExact(value)) {
-    *slot = Py_NewRef(value);
+    *fn = Py_NewRef(value);
     return NULL;
   }
-  void *p = PyCapsule_GetPointer(value, capsule);
+  void *p = PyCapsule_GetPointer(value, capsule); /* the capsule lives in the policy's registry */
   if (!p) *bad = -1;
   return p;
 }
 
-/* policy.revalidate() -> (stock reason or None, device_fn, stream_fn, hook lists, watched dicts). */
+/* policy.revalidate() -> (stock reason or None, device_fn, stream_fn, hook lists, watched dicts).
+ * The new state is taken whole (strong references), then stored field by field with no release in
+ * between, and the old references are released last: a __del__ they run, which may call this
+ * dispatcher again, sees either the old state or the new one, never half of each. */
 FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
   PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
   if (!r) return -1;
@@ -92,25 +117,37 @@ FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
     PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, device_fn, stream_fn, hook_lists, watched)");
     return -1;
   }
-  PyObject *reason = PyTuple_GET_ITEM(r, 0);
-  Py_XSETREF(self->stock_reason, reason == Py_None ? NULL : Py_NewRef(reason));
+  PyObject *reason = PyTuple_GET_ITEM(r, 0), *hooks = PyTuple_GET_ITEM(r, 3);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hooks); i++)
+    if (!PyList_Check(PyTuple_GET_ITEM(hooks, i))) {
+      Py_DECREF(r);
+      PyErr_SetString(PyExc_TypeError, "revalidate(): hook_lists: a tuple of lists");
+      return -1;
+    }
   int bad = 0;
-  void *cdev = set_source(&self->device_fn, PyTuple_GET_ITEM(r, 1), "fastlaunch.current_device", &bad);
-  void *cstream = set_source(&self->stream_fn, PyTuple_GET_ITEM(r, 2), "fastlaunch.current_stream", &bad);
+  PyObject *dev_fn = NULL, *stream_fn = NULL;
+  void *cdev = source_of(&dev_fn, PyTuple_GET_ITEM(r, 1), "fastlaunch.current_device", &bad);
+  void *cstream = source_of(&stream_fn, PyTuple_GET_ITEM(r, 2), "fastlaunch.current_stream", &bad);
+  if (bad) {
+    Py_XDECREF(dev_fn);
+    Py_XDECREF(stream_fn);
+    Py_DECREF(r);
+    return -1;
+  }
+  PyObject *old[4] = {self->stock_reason, self->device_fn, self->stream_fn, self->hook_lists};
+  self->stock_reason = reason == Py_None ? NULL : Py_NewRef(reason);
+  self->device_fn = dev_fn;
+  self->stream_fn = stream_fn;
   self->c_device = aoti_device;
   self->c_stream = aoti_stream;
   if (cdev) *(void **)&self->c_device = cdev;
   if (cstream) *(void **)&self->c_stream = cstream;
-  Py_SETREF(self->hook_lists, Py_NewRef(PyTuple_GET_ITEM(r, 3)));
-  PyObject *watched = Py_NewRef(PyTuple_GET_ITEM(r, 4));
+  self->hook_lists = Py_NewRef(hooks);
+  int rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 4));
+  for (int i = 0; i < 4; i++) Py_XDECREF(old[i]);
   Py_DECREF(r);
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->hook_lists) && !bad; i++)
-    if (!PyList_Check(PyTuple_GET_ITEM(self->hook_lists, i))) bad = -1, PyErr_SetString(PyExc_TypeError, "hook lists");
-  int rc = bad ? -1 : fl_ext_watch_set(&self->watch, self->state, watched);
-  Py_DECREF(watched);
   return rc;
 }
-
 
 /* torch's C shim, looked for in the libraries torch has loaded. True when both functions exist. */
 static PyObject *jit_find_torch_shim(PyObject *module, PyObject *unused) {
@@ -126,6 +163,9 @@ static PyObject *jit_find_torch_shim(PyObject *module, PyObject *unused) {
 }
 
 PyMethodDef fl_ext_jit_methods[] = {
+    {"watch_detector", fl_ext_watch_detector, METH_NOARGS,
+     "watch_detector($module, /)\n--\n\n-> (detector, why): how the JIT sees a watched dict change (\"watcher\", "
+     "\"version_tags\" or None: it cannot, and is off) and why the dict watcher is not in use (None when it is)"},
     {"jit_torch_shim", jit_find_torch_shim, METH_NOARGS,
      "jit_torch_shim($module, /)\n--\n\n-> bool: torch's C shim for the current device and CUDA stream was found"},
     {NULL, NULL, 0, NULL},

@@ -49,18 +49,26 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_DECREF(self);
     return PyErr_NoMemory();
   }
-  for (Py_ssize_t i = 0; i < np; i++) self->param_const[i] = (uint8_t)PyObject_IsTrue(PyTuple_GET_ITEM(consts, i));
+  for (Py_ssize_t i = 0; i < np; i++) {
+    int t = PyObject_IsTrue(PyTuple_GET_ITEM(consts, i));
+    if (t < 0) {
+      Py_DECREF(self);
+      return NULL;
+    }
+    self->param_const[i] = (uint8_t)t;
+  }
   return (PyObject *)self;
 }
 
 /* A grid program from (code, globals, (e0, e1, e2), sources). 0, or -1 with an exception. */
 static int entry_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t nparams) {
-  PyObject *exprs, *sources;
-  if (!PyArg_ParseTuple(spec, "OO!O!O!:grid", &e->grid_code, &PyDict_Type, &e->grid_globals, &PyTuple_Type, &exprs,
-                        &PyTuple_Type, &sources))
+  PyObject *code, *globals, *exprs, *sources;
+  /* Into locals first: the entry holds only what it took a reference to (it is freed on failure). */
+  if (!PyArg_ParseTuple(spec, "OO!O!O!:grid", &code, &PyDict_Type, &globals, &PyTuple_Type, &exprs, &PyTuple_Type,
+                        &sources))
     return -1;
-  Py_INCREF(e->grid_code);
-  Py_INCREF(e->grid_globals);
+  e->grid_code = Py_NewRef(code);
+  e->grid_globals = Py_NewRef(globals);
   Py_ssize_t ns = PyTuple_GET_SIZE(sources);
   if (PyTuple_GET_SIZE(exprs) != 3 || ns > JIT_MAX_GRID_VARS)
     return PyErr_Format(PyExc_ValueError, "grid: three expressions over at most %d variables", JIT_MAX_GRID_VARS), -1;
@@ -75,6 +83,7 @@ static int entry_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t
     if (!strcmp(kind, "global") && PyUnicode_Check(what)) {
       s->kind = SRC_GLOBAL;
       s->name = Py_NewRef(what);
+      e->grid_global = true;
       continue;
     }
     s->index = PyLong_Check(what) ? PyLong_AsSsize_t(what) : -1;
@@ -159,7 +168,15 @@ static PyObject *jit_insert(PyObject *op, PyObject *args) {
     fl_jit_entry_free(e);
     return NULL;
   }
-  if ((grid_spec != Py_None && entry_grid(self->state, e, grid_spec, np) < 0) || fl_jit_table_put(self, e) < 0) {
+  if (grid_spec != Py_None && entry_grid(self->state, e, grid_spec, np) < 0) {
+    fl_jit_entry_free(e);
+    return NULL;
+  }
+  if (table_find(self, &k, h)) { /* bound meanwhile (a position's __index__ can run code that calls in) */
+    fl_jit_entry_free(e);
+    Py_RETURN_FALSE;
+  }
+  if (fl_jit_table_put(self, e) < 0) {
     fl_jit_entry_free(e);
     return PyErr_Occurred() ? NULL : PyErr_NoMemory();
   }
@@ -245,6 +262,7 @@ static void jit_dealloc(PyObject *op) {
   PyObject_GC_UnTrack(self);
   if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
   jit_clear((PyObject *)self);
+  fl_jit_bury(self); /* nothing is in flight: the caller of a call holds the dispatcher */
   Py_CLEAR(self->param_names);
   Py_CLEAR(self->option_names);
   fl_ext_watch_free(&self->watch);

@@ -16,14 +16,25 @@ extern uint64_t fl_ext_watch_epoch;
 #define FL_EXT_WATCHERS 0
 #endif
 
+/* The change detector in use: the dict watcher (3.12+), else the version tags' sum (3.10, 3.11, and
+ * 3.12 when every watcher id is taken by other code), else none (3.13+ with no watcher id left: every
+ * look says "changed"). fl_ext_watch_init sets it; fl_ext_watch_detector names it. */
+enum { FL_WATCH_WATCHER, FL_WATCH_VERSIONS, FL_WATCH_NONE };
+extern int fl_ext_watch_mode;
+
 /* Dict version tags (through 3.12; deprecated there, gone later): a dict's tag changes whenever the
- * dict is modified and tags are never reused. 0 where there are none. */
+ * dict is modified and tags are never reused. 0 where there are none. 3.12 keeps its watchers' bits
+ * in the tag's low 8 bits (a PyDict_Watch or Unwatch changes them): only the version part is read. */
 #if PY_VERSION_HEX < 0x030D0000
 #define FL_EXT_DICT_VERSIONS 1
 static inline uint64_t fl_ext_dict_version(PyObject *dict) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#if FL_EXT_WATCHERS
+  return ((PyDictObject *)dict)->ma_version_tag >> 8;
+#else
   return ((PyDictObject *)dict)->ma_version_tag;
+#endif
 #pragma GCC diagnostic pop
 }
 #else
@@ -36,19 +47,15 @@ static inline uint64_t fl_ext_dict_version(PyObject *dict) {
 
 typedef struct {
   PyObject *dicts;     /* tuple of dicts (a new reference) */
-  PyObject **at;       /* 3.10, 3.11: its items (borrowed from the tuple) and their tags' sum */
+  PyObject **at;       /* the version tags' detector: its items (borrowed from the tuple) and their tags' sum */
   uint64_t sum;
   Py_ssize_t n;
-  uint64_t epoch;      /* 3.12+: the epoch when last acknowledged */
+  uint64_t epoch;      /* the watcher's: the epoch when last acknowledged (0 under another detector) */
   int force;           /* changed, whatever the dicts say */
 } fl_ext_watch;
 
-/* True when a watched dict may have changed since fl_ext_watch_set. */
-static inline int fl_ext_watch_changed(const fl_ext_watch *w) {
-  if (w->force) return 1;
-#if FL_EXT_WATCHERS
-  return w->epoch != fl_ext_watch_epoch;
-#else
+/* The version tags' sum moved since fl_ext_watch_set. */
+static inline int fl_ext_watch_sum_moved(const fl_ext_watch *w) {
   PyObject *const *at = w->at;
   Py_ssize_t n = w->n, i = 0;
   if (n == 0) return 0;
@@ -58,14 +65,29 @@ static inline int fl_ext_watch_changed(const fl_ext_watch *w) {
            fl_ext_dict_version(at[i + 3]);
   for (; i < n; i++) sum += fl_ext_dict_version(at[i]);
   return sum != w->sum;
+}
+
+/* True when a watched dict may have changed since fl_ext_watch_set. */
+static inline int fl_ext_watch_changed(const fl_ext_watch *w) {
+  if (w->force) return 1;
+#if FL_EXT_WATCHERS
+  if (FL_EXT_LIKELY(w->epoch == fl_ext_watch_epoch)) return 0;
+  /* The epoch moved, or another detector is in use (its epoch is 0, never the watcher's). */
+  if (FL_EXT_UNLIKELY(fl_ext_watch_mode == FL_WATCH_VERSIONS)) return fl_ext_watch_sum_moved(w);
+  return 1;
+#else
+  return fl_ext_watch_sum_moved(w);
 #endif
 }
 
 /* A stamp of one dict (watched with fl_ext_watch_dict first): an unchanged stamp means the dict
- * is unchanged (3.12+: no watched dict changed at all; before: the dict's own version tag). */
+ * is unchanged (the watcher: no watched dict changed at all; version tags: the dict's own tag; no
+ * detector: a stamp never given twice). */
+extern uint64_t fl_ext_watch_nonce; /* no detector: counts stamps, so none is given twice */
 static inline uint64_t fl_ext_dict_stamp(PyObject *dict) {
 #if FL_EXT_WATCHERS
-  (void)dict;
+  if (FL_EXT_UNLIKELY(fl_ext_watch_mode != FL_WATCH_WATCHER))
+    return fl_ext_watch_mode == FL_WATCH_VERSIONS ? fl_ext_dict_version(dict) : ++fl_ext_watch_nonce | 1ull << 63;
   return fl_ext_watch_epoch;
 #else
   return fl_ext_dict_version(dict);
@@ -78,7 +100,11 @@ int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict);
  * set, so the next call looks again). */
 int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts);
 void fl_ext_watch_free(fl_ext_watch *w);
-/* The interpreter's dict watcher (3.12+; nothing before). 0, or -1 with an exception. */
+/* The interpreter's dict watcher (3.12+; nothing before), or the detector that stands in when no
+ * watcher id is left. Never fails: 0. */
 int fl_ext_watch_init(fl_ext_state *st);
+/* (detector, why): "watcher", "version_tags" or None (the JIT cannot tell a change: off), and why
+ * the watcher is not in use (None when it is). */
+PyObject *fl_ext_watch_detector(PyObject *module, PyObject *unused);
 
 #endif

@@ -1,0 +1,160 @@
+/* jit_stock.c: the JIT dispatcher's cold side, below the call (jit.c): Triton's own run (a call
+ * handed back, counted by reason, and a miss bound by the policy), and what a call needs once
+ * Python code has run in it: the grid callable called with Triton's mapping, what it wrote there,
+ * the grid Triton gets if the call goes there after all, and the settings read again. Depends on
+ * jit_table.c (revalidation). */
+#include "jit.h"
+
+/* The mapping Triton passes a grid callable: every parameter by name. */
+static PyObject *bound_args_dict(JitObject *self, PyObject *const *pv) {
+  PyObject *d = PyDict_New();
+  if (!d) return NULL;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->param_names); i++)
+    if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->param_names, i), pv[i]) < 0) {
+      Py_DECREF(d);
+      return NULL;
+    }
+  return d;
+}
+
+/* ---- Triton's own run ---- */
+
+/* Calls stock_run(*args, **kwargs) adding grid= and warmup=False unless the call had them. */
+FL_EXT_COLD PyObject *fl_jit_call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                            int has_grid) {
+  if (has_grid) {
+    PyObject *run = Py_NewRef(self->stock_run);
+    PyObject *r = PyObject_Vectorcall(run, args, nargs, kwnames);
+    Py_DECREF(run);
+    return r;
+  }
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject **stack = PyMem_Malloc((nargs + (size_t)nkw + 2) * sizeof(PyObject *));
+  PyObject *names = PyTuple_New(nkw + 2);
+  PyObject *result = NULL;
+  if (!stack || !names) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (size_t i = 0; i < nargs + (size_t)nkw; i++) stack[i] = args[i];
+  for (Py_ssize_t k = 0; k < nkw; k++) PyTuple_SET_ITEM(names, k, Py_NewRef(PyTuple_GET_ITEM(kwnames, k)));
+  PyTuple_SET_ITEM(names, nkw, Py_NewRef(self->state->str_grid));
+  PyTuple_SET_ITEM(names, nkw + 1, Py_NewRef(self->state->str_warmup));
+  stack[nargs + (size_t)nkw] = grid;
+  stack[nargs + (size_t)nkw + 1] = Py_False;
+  PyObject *run = Py_NewRef(self->stock_run);
+  result = PyObject_Vectorcall(run, stack, nargs, names);
+  Py_DECREF(run);
+done:
+  PyMem_Free(stack);
+  Py_XDECREF(names);
+  return result;
+}
+
+FL_EXT_COLD void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj) {
+  PyObject *key = reason_obj ? Py_NewRef(reason_obj) : PyUnicode_FromString(reason);
+  if (!key) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject *n;
+  if (PyDict_GetItemRef(counts, key, &n) < 0) PyErr_Clear();
+  PyObject *m = PyLong_FromLong(n ? PyLong_AsLong(n) + 1 : 1);
+  Py_XDECREF(n);
+  if (!m || PyDict_SetItem(counts, key, m) < 0) PyErr_Clear();
+  Py_XDECREF(m);
+  Py_DECREF(key);
+}
+
+FL_EXT_COLD void fl_jit_count_stock(JitObject *self, const char *reason, PyObject *reason_obj) {
+  self->stock++;
+  fl_ext_count_reason(self->stock_counts, reason, reason_obj);
+}
+
+/* Triton runs the call; after a miss the policy binds what Triton used under the key. */
+FL_EXT_COLD PyObject *fl_jit_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                       int has_grid, const char *reason, PyObject *reason_obj, const jit_key *miss) {
+  fl_jit_count_stock(self, reason, reason_obj);
+  PyObject *kernel = fl_jit_call_stock(self, grid, args, nargs, kwnames, has_grid);
+  if (kernel && miss && kernel != Py_None) fl_jit_bind(self, kernel, grid, args, nargs, kwnames, miss);
+  return kernel;
+}
+
+FL_EXT_COLD void fl_jit_bind(JitObject *self, PyObject *kernel, PyObject *grid, PyObject *const *args, size_t nargs,
+                             PyObject *kwnames, const jit_key *miss) {
+  PyObject *key = PyBytes_FromStringAndSize((const char *)miss->words, (Py_ssize_t)(miss->n * sizeof(uint64_t)));
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject *pos = PyTuple_New((Py_ssize_t)nargs), *kw = PyDict_New();
+  PyObject *r = NULL;
+  if (key && pos && kw) {
+    for (size_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(pos, (Py_ssize_t)i, Py_NewRef(args[i]));
+    int ok = 1;
+    for (Py_ssize_t k = 0; k < nkw && ok; k++)
+      ok = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, k), args[nargs + (size_t)k]) == 0;
+    PyObject *policy = Py_NewRef(self->policy);
+    if (ok) r = PyObject_CallMethod(policy, "bind", "OOOOO", key, kernel, pos, kw, grid);
+    if (!r) PyErr_WriteUnraisable(policy); /* the launch happened: whatever binding did, the call's result stands */
+    Py_DECREF(policy);
+  } else {
+    PyErr_WriteUnraisable(self->fn);
+  }
+  Py_XDECREF(r);
+  Py_XDECREF(key);
+  Py_XDECREF(pos);
+  Py_XDECREF(kw);
+}
+
+
+/* Any other callable grid: called once, with the mapping Triton passes (*meta, a new reference,
+ * for the caller to see what the callable wrote to it). *computed is the answer. 0 read; -1 not
+ * read here; *computed NULL with an exception. */
+FL_EXT_COLD int fl_jit_called_grid(JitObject *self, PyObject *const *pv, PyObject *grid, int64_t g[3],
+                                   PyObject **computed, PyObject **meta) {
+  self->grid_calls++;
+  *meta = bound_args_dict(self, pv);
+  *computed = *meta ? PyObject_CallOneArg(grid, *meta) : NULL;
+  if (!*computed) return -1;
+  if (fl_jit_read_grid(*computed, g) == 0 && ((g[1] | g[2]) == 1 || !fl_jit_grid_product_wraps(g))) return 0;
+  return -1;
+}
+
+/* Whether the grid callable changed its mapping: Triton launches the mapping's values, in its
+ * order, after the grid. */
+FL_EXT_COLD int fl_jit_meta_changed(JitObject *self, PyObject *meta, PyObject *const *pv) {
+  Py_ssize_t np = PyTuple_GET_SIZE(self->param_names), pos = 0, i = 0;
+  if (PyDict_GET_SIZE(meta) != np) return 1;
+  PyObject *k, *v;
+  while (PyDict_Next(meta, &pos, &k, &v)) {
+    if (i >= np || k != PyTuple_GET_ITEM(self->param_names, i) || v != pv[i]) return 1;
+    i++;
+  }
+  return 0;
+}
+
+/* The grid Triton's run gets when the call goes there after fastlaunch called the caller's grid
+ * callable, which must not run twice: the answer itself; or, where Triton would not take it as it
+ * is (a callable, which Triton would not call again; None, which Triton 3.5 to 3.8 refuse with an
+ * AssertionError where the callable's None meets len()'s TypeError) or where the callable wrote to
+ * its mapping (Triton launches what it wrote), the policy's callable answering it (and writing the
+ * same to Triton's mapping). A new reference, or NULL with an exception. */
+FL_EXT_COLD PyObject *fl_jit_replay_grid(JitObject *self, PyObject *answer, PyObject *meta, int changed) {
+  if (!changed && answer != Py_None && !PyCallable_Check(answer)) return Py_NewRef(answer);
+  PyObject *policy = Py_NewRef(self->policy);
+  PyObject *r = PyObject_CallMethod(policy, "answered_grid", "OO", answer, changed ? meta : Py_None);
+  Py_DECREF(policy);
+  return r;
+}
+
+/* After Python code ran in a call (the driver's stream function, a tensor-like's data_ptr or
+ * dtype, the grid callable): what Triton reads after that point, read again. 0: still served; 1
+ * with the reason the call goes to Triton (*why, or the policy's *why_obj, borrowed: count it at
+ * once); -1 with an exception. */
+FL_EXT_COLD int fl_jit_settled(JitObject *self, const char **why, PyObject **why_obj) {
+  *why = NULL;
+  *why_obj = NULL;
+  if (fl_ext_watch_changed(&self->watch) && fl_jit_revalidate(self) < 0) return -1;
+  if (self->stock_reason) return *why_obj = self->stock_reason, 1;
+  *why = fl_jit_dispatch_checks(self);
+  return *why != NULL;
+}
+
