@@ -13,7 +13,7 @@ ASAN := build/sanitize
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5 fla-core==0.6.0 einops
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
-.PHONY: all test test-versions check-install clang-strict release-check bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize pytest clean
+.PHONY: all test test-versions check-install clang-strict release-check bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize reentry-sanitize pytest clean
 
 all: $(VENV)/.installed
 
@@ -118,7 +118,7 @@ $(PYASAN)/stage/.built: $(VENV)/.deps $(SOURCES)
 	cp -r src/tensor $(PYASAN)/stage/fastlaunch/_tensor_src
 	touch $@
 
-PY_ASAN_RUN = PYTHONPATH=$(PYASAN)/stage PYTHONMALLOC=malloc FASTLAUNCH_TENSOR_DOOR=0 \
+PY_ASAN_RUN = PYTHONPATH=$(PYASAN)/stage:tools PYTHONMALLOC=malloc FASTLAUNCH_TENSOR_DOOR=0 \
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $(VPY)
 
@@ -144,7 +144,22 @@ jit-sanitize: $(PYASAN)/stage/.built
 	  { tail -40 build/jit-sanitize.log; cat build/jit-sanitize.json; exit 1; }
 	@echo "jit under ASan+UBSan: $$(grep -E '"(identical|mismatches)"' build/jit-sanitize.json | tr -d ' \n')"
 
-test: ctest ctest-sanitize clang-strict release-check ctest-tsan fuzz-quick jit-sanitize pytest
+# The dispatcher against callbacks that call back in, under the same build: one check per defect of
+# issue 38 (fldev.reentry_checks), the reentrancy harness (fldev.reentry: every callback point and
+# action, against Triton alone) and 4 launcher threads beside one toggling enable()/disable().
+REENTRY_RUNS ?= 2000
+REENTRY_THREAD_SECONDS ?= 10
+reentry-sanitize: $(PYASAN)/stage/.built
+	@$(PY_ASAN_RUN) -m fldev.reentry_checks > build/reentry-checks.log 2>&1 || { tail -60 build/reentry-checks.log; exit 1; }
+	@echo "reentry checks under ASan+UBSan: $$(grep -c '"ok": true' build/reentry-checks.log) passed"
+	@$(PY_ASAN_RUN) -m fldev.reentry $(REENTRY_RUNS) 38 > build/reentry.json 2> build/reentry.log || \
+	  { tail -60 build/reentry.log; cat build/reentry.json; exit 1; }
+	@echo "reentrancy harness under ASan+UBSan: $$(cut -c1-160 build/reentry.json)"
+	@$(PY_ASAN_RUN) -m fldev.reentry --threads $(REENTRY_THREAD_SECONDS) > build/reentry-threads.json 2> build/reentry-threads.log || \
+	  { tail -60 build/reentry-threads.log; cat build/reentry-threads.json; exit 1; }
+	@echo "threads under ASan+UBSan: $$(cat build/reentry-threads.json)"
+
+test: ctest ctest-sanitize clang-strict release-check ctest-tsan fuzz-quick jit-sanitize reentry-sanitize pytest
 
 # The Python suite on Python 3.10 to 3.13, each with its oldest and newest torch (3.13 with 2.13 to
 # 2.15; `VERSIONS_ARGS=--all` for every pair), each torch with the Triton it requires: venvs built once

@@ -23,6 +23,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = 0x7F3A_5C00_1230
 
 
+class LogEntry(ctypes.Structure):
+    _fields_ = [("function", ctypes.c_uint64), ("grid", ctypes.c_uint * 3), ("used_params", ctypes.c_int),
+                ("bytes", ctypes.c_ubyte * 64)]
+
+
 class StubState(ctypes.Structure):
     _fields_ = [("calls", ctypes.c_uint64), ("record", ctypes.c_int), ("nparams", ctypes.c_int),
                 ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
@@ -30,7 +35,8 @@ class StubState(ctypes.Structure):
                 ("nattrs", ctypes.c_int),
                 ("attr_ids", ctypes.c_int * 8), ("attr_vals", (ctypes.c_uint * 3) * 8),
                 ("buffer_size", ctypes.c_size_t), ("buffer", ctypes.c_ubyte * 4096), ("used_params", ctypes.c_int),
-                ("params", (ctypes.c_ubyte * 8) * 256)]
+                ("params", (ctypes.c_ubyte * 8) * 256),
+                ("log_on", ctypes.c_int), ("nlog", ctypes.c_uint), ("log", LogEntry * 256)]
 
 
 class Stub:
@@ -42,6 +48,19 @@ class Stub:
     def record(self, nparams=0):
         self.state.record = 1
         self.state.nparams = nparams
+
+    def log(self, nparams=8):
+        """Logs every launch from now on (record() is set too: the log is kept where launches are
+        recorded); take_log() returns them and starts again."""
+        self.record(nparams)
+        self.state.nlog = 0
+        self.state.log_on = 1
+
+    def take_log(self):
+        st = self.state
+        out = [(e.function, tuple(e.grid), e.used_params, bytes(e.bytes)) for e in st.log[:st.nlog]]
+        st.nlog = 0
+        return out
 
     def count_only(self):
         self.state.record = 0
