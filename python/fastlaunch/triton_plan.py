@@ -139,6 +139,13 @@ def _unique_names(names):
     return out
 
 
+def _leaves(ty, path):
+    """(path, type) of each leaf of a signature entry, depth first."""
+    if not isinstance(ty, tuple):
+        return [(path, ty)]
+    return [leaf for j, member in enumerate(ty) for leaf in _leaves(member, path + (j,))]
+
+
 def abi_from_signature(signature, constants, arg_names):
     """The one mapping from a Triton signature to launch ABI arguments, for every caller (compiled
     kernels, Inductor's triton_meta): constexprs (declared, or specialized and listed in the
@@ -163,12 +170,14 @@ def abi_from_signature(signature, constants, arg_names):
                 if k in constants and isinstance(constants[k], int) and not isinstance(constants[k], bool):
                     folded[name] = constants[k]
             continue
-        members = ty if isinstance(ty, tuple) else (ty,)
-        for j, mty in enumerate(members):
-            path = (pos, j) if isinstance(ty, tuple) else (pos,)
+        # A tuple's members in Triton's order (depth first, nested tuples included, as its launcher
+        # expands them); a member's position is its index among the tuple's leaves.
+        for j, (path, mty) in enumerate(_leaves(ty, (pos,))):
             if mty == "constexpr" or path in const_keys:
                 continue
-            names.append(f"{name}_{j}" if isinstance(ty, tuple) else name)
+            if not isinstance(mty, str):
+                raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{name}:{mty!r}")
+            names.append(name + "".join(f"_{i}" for i in path[1:]))
             types.append(mty)
             positions.append((pos, j if isinstance(ty, tuple) else None))
     names = _unique_names(names)

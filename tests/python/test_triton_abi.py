@@ -205,6 +205,22 @@ def test_tuple_arguments_are_flattened():
     assert len(plan.layout["args"]) == 4
 
 
+def test_nested_tuples_are_flattened_as_tritons_launcher_expands_them():
+    """('*fp32', ('i32', 'fp32')): depth first, each leaf an ABI argument at the offset the PTX
+    declares, a leaf's position its index among the tuple's leaves; a constexpr leaf (by type or by
+    its path in constants) dropped."""
+    ck = compile_sm90(K.nested, {"x_ptr": "*fp32", "t": ("*fp32", ("i32", "fp32")), "n": "i32"})
+    abi, plan = check_layout(ck, ["ptr", "ptr", "i32", "fp32", "i32"])
+    assert abi.names == ["x_ptr", "t_0", "t_1_0", "t_1_1", "n"]
+    assert abi.positions == [(0, None), (1, 0), (1, 1), (1, 2), (2, None)]
+    from fastlaunch.triton import abi_from_signature
+
+    names, kinds, positions, _ = abi_from_signature({"t": ("*fp32", ("i32", "constexpr", "i64")), "u": ("fp16", ("i8",))},
+                                                    {(1, 1, 0): None}, ["t", "u"])
+    assert kinds == ["ptr", "i32", "i64", "fp16"] and names == ["t_0", "t_1_0", "t_1_2", "u_0"]
+    assert positions == [(0, 0), (0, 1), (0, 3), (1, 0)]
+
+
 def test_tuple_member_names_never_collide_with_parameters():
     from fastlaunch.triton import abi_from_signature
 

@@ -32,3 +32,13 @@ def every_kind(out_ptr, b, i8, i16, i32, i64, u8, u16, u32, u64, h, bh, f, d):
 def constexpr_between(a_ptr, B: tl.constexpr, n, C: tl.constexpr, m, s):
     offs = tl.arange(0, B)
     tl.store(a_ptr + offs, (offs * C + n + m).to(tl.float32) * s, mask=offs < n)
+
+
+@triton.jit
+def nested(x_ptr, t, n):
+    """A tuple holding a tuple: Triton's launcher expands it depth first."""
+    a = t[0]
+    b = t[1][0]
+    c = t[1][1]
+    offs = tl.arange(0, 16)
+    tl.store(x_ptr + offs, tl.load(a + offs) + b + c + n)
