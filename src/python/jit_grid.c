@@ -11,9 +11,30 @@
  * Depends on the C API only. */
 #include "jit.h"
 
+#include <string.h>
+
 /* A type defined in C and not in a Python class statement: its slots run no Python code. */
 static int static_type(PyTypeObject *t) {
   return !PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE);
+}
+
+/* torch.Tensor itself (not a subclass): its __index__ is torch's C function, which for this exact
+ * type calls no Python code (a subclass may have a __torch_function__). Found once torch is
+ * loaded, never importing it; the class lives as long as the process. */
+static PyTypeObject *torch_tensor;
+
+static int is_torch_tensor(PyTypeObject *t) {
+  if (torch_tensor) return t == torch_tensor;
+  if (strcmp(t->tp_name, "Tensor") != 0) return 0; /* cheap first: only a class named so looks further */
+  PyObject *name = PyUnicode_FromString("torch");
+  PyObject *torch = name ? PyImport_GetModule(name) : NULL;
+  Py_XDECREF(name);
+  PyObject *cls = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
+  Py_XDECREF(torch);
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (cls && PyType_Check(cls)) torch_tensor = (PyTypeObject *)cls; /* kept: one reference for the process */
+  else Py_XDECREF(cls);
+  return t == torch_tensor;
 }
 
 /* One dimension: 0 with *out, or 1 (not read here; Triton converts it or raises). */
@@ -23,7 +44,7 @@ static int read_dim(PyObject *item, int64_t *out) {
     index = Py_NewRef(item);
   } else {
     PyNumberMethods *nb = Py_TYPE(item)->tp_as_number;
-    if (!static_type(Py_TYPE(item)) || !nb || !nb->nb_index) return 1;
+    if (!(static_type(Py_TYPE(item)) || is_torch_tensor(Py_TYPE(item))) || !nb || !nb->nb_index) return 1;
     index = PyNumber_Index(item); /* numpy's integers */
     if (!index) {
       PyErr_Clear();
@@ -73,8 +94,15 @@ static int read_object(PyObject *grid, int64_t g[3]) {
   return r;
 }
 
+/* A tuple subclass whose len() and [i] are the tuple's own (a namedtuple): read as a tuple. */
+static int tuple_like(PyTypeObject *t) {
+  return t->tp_as_sequence && t->tp_as_mapping && t->tp_as_sequence->sq_length == PyTuple_Type.tp_as_sequence->sq_length &&
+         t->tp_as_mapping->mp_length == PyTuple_Type.tp_as_mapping->mp_length &&
+         t->tp_as_mapping->mp_subscript == PyTuple_Type.tp_as_mapping->mp_subscript;
+}
+
 int fl_jit_read_grid(PyObject *grid, int64_t g[3]) {
-  if (PyTuple_Check(grid) && static_type(Py_TYPE(grid))) /* tuple, torch.Size */
+  if (PyTuple_Check(grid) && (static_type(Py_TYPE(grid)) || tuple_like(Py_TYPE(grid)))) /* tuple, torch.Size, a namedtuple */
     return PyTuple_GET_SIZE(grid) < 1 || read_items(&PyTuple_GET_ITEM(grid, 0), PyTuple_GET_SIZE(grid), g);
   if (PyList_CheckExact(grid))
     return PyList_GET_SIZE(grid) < 1 || read_items(&PyList_GET_ITEM(grid, 0), PyList_GET_SIZE(grid), g);

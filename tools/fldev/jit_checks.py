@@ -417,6 +417,24 @@ def disable_gives_the_kernels_back(env):
     return restored and launched == 1 and type(vars(env.K.tensors)["run"]).__name__ == "JitDispatcher", restored
 
 
+@check
+def namedtuple_and_tensor_extents_are_served(env):
+    """A namedtuple grid and a 0-d torch tensor as an extent (Triton reads len, [i] and __index__;
+    both are C code here): served, with the grid Triton computes."""
+    import collections
+
+    G = collections.namedtuple("G", "x y")
+    got = []
+    for grid in (G(3, 2), (env.torch.tensor(5),), (env.torch.tensor(2), 3)):
+        env.K.tensors[grid](env.x, env.y, 1000, BLOCK=128)  # a variant bound before: the counts below are this form's
+        before = counts(env.K.tensors)
+        env.stub.record(0)
+        env.K.tensors[grid](env.x, env.y, 1000, BLOCK=128)
+        got.append((tuple(env.stub.state.grid), counts(env.K.tensors)["fast"] - before["fast"]))
+    env.stub.count_only()
+    return got == [((3, 2, 1), 1), ((5, 1, 1), 1), ((2, 3, 1), 1)], got
+
+
 def main(names):
     env = Env()
     failed = 0
