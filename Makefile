@@ -185,10 +185,10 @@ release-check: $(VENV)/.deps
 bench: $(VENV)/.installed $(BUILD)/build.ninja
 	$(VENV)/bin/meson compile -C $(BUILD) >/dev/null
 	$(BUILD)/bench/bench_launch
-	PYTHONPATH=tools $(VPY) -m fldev bench --backend host --backend null --backend cuda-stub --backend npu-stub --backend hip-stub
+	FASTLAUNCH_TENSOR_DOOR_WAIT=1 PYTHONPATH=tools $(VPY) -m fldev bench --backend host --backend null --backend cuda-stub --backend npu-stub --backend hip-stub
 
 bench-quick: $(VENV)/.installed $(BUILD)/build.ninja
-	PYTHONPATH=tools $(VPY) -m fldev bench --quick
+	FASTLAUNCH_TENSOR_DOOR_WAIT=1 PYTHONPATH=tools $(VPY) -m fldev bench --quick
 
 clean:
 	rm -rf build $(VENV)

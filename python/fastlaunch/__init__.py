@@ -82,7 +82,7 @@ def report(file=None, *, as_dict: bool = False):
     if not rows and not idle:
         print("  (none: call sites are the Triton kernels torch.compile generates for a GPU or an NPU once "
               "fastlaunch.inductor.enable() is on; on a CPU, Inductor generates C++, with nothing to bind)", file=out)
-    in_use, why = tensor_reader()
+    in_use, why = tensor_reader(wait=False)
     how = "read from torch's C++ tensor (fastlaunch._tensor)" if in_use else "read through data_ptr()"
     print(f"  tensor arguments: {how}: {why}", file=out)
     from fastlaunch.bind import not_bound
@@ -118,11 +118,13 @@ def layout(abi: str, kinds, **options) -> dict:
     return _C.layout(abi, kinds, options)
 
 
-def tensor_reader():
+def tensor_reader(wait=True):
     """(in_use, why): whether tensor arguments are read from torch's C++ tensor (fastlaunch._tensor,
-    compiled at first use for the installed torch) or through data_ptr(), and why. Imports torch
-    when it is installed and not imported yet, so the answer is the one launches will get."""
-    from fastlaunch import _C
+    compiled for the installed torch at first use, in the background, or ahead of time by `python -m
+    fastlaunch tensor-reader --build`) or through data_ptr(), and why. Imports torch when it is
+    installed and not imported yet; waits for a build in flight unless `wait` is False, so the
+    answer is the one launches will get."""
+    from fastlaunch import _C, _door
 
     if "torch" not in sys.modules:
         import importlib.util
@@ -130,7 +132,11 @@ def tensor_reader():
         if importlib.util.find_spec("torch") is None:
             return False, "torch is not installed"
         import torch  # noqa: F401
-    return _C.tensor_door()
+    in_use, why = _C.tensor_door()
+    if wait and not in_use and why == _door.BUILDING:
+        _door.wait_for_background()
+        in_use, why = _C.tensor_door()
+    return in_use, why
 
 
 def _report_jit(out):

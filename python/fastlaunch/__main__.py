@@ -2,6 +2,7 @@
 
     python -m fastlaunch layout --abi npu --ffts ptr ptr i32
     python -m fastlaunch layout --abi cuda --hidden-ptrs 2 '*fp32' '*fp32' i32
+    python -m fastlaunch tensor-reader --build     (ahead of time: a Dockerfile's RUN step)
 
 Each subcommand is one entry of SUBCOMMANDS below: a name mapped to (setup_fn, run_fn), where
 setup_fn(parser) adds the subcommand's arguments to its argparse parser and run_fn(args) does the
@@ -112,6 +113,41 @@ def _name_layout_argument(exc: ValueError, args: argparse.Namespace) -> str:
     return message
 
 
+# ---- tensor-reader --------------------------------------------------------------------------------
+
+def _setup_tensor_reader(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--build", action="store_true",
+                        help="build it now when it is not built for the installed torch (a container's build step)")
+
+
+def _cmd_tensor_reader(args: argparse.Namespace) -> int:
+    """How tensor arguments are read (torch's C++ tensor, or data_ptr()); --build builds the reader ahead of time.
+
+    The reader is compiled once per torch build into fastlaunch's cache (FASTLAUNCH_CACHE_DIR, else
+    ~/.cache/fastlaunch). Without --build it reports what a launch would use now. Exit status 1 when
+    tensors would be read through data_ptr()."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        print("tensor arguments: read through data_ptr(): torch is not installed")
+        return 1
+    import torch
+
+    from fastlaunch import _door
+
+    if args.build:
+        path, why = _door.find(torch, wait=True)
+        print(f"tensor reader: {path}" if path else f"tensor reader: {why}")
+        if path is None:
+            return 1
+    import fastlaunch
+
+    in_use, why = fastlaunch.tensor_reader()
+    how = "read from torch's C++ tensor (fastlaunch._tensor)" if in_use else "read through data_ptr()"
+    print(f"tensor arguments: {how}: {why}")
+    return 0 if in_use else 1
+
+
 # ---- the subcommand table ------------------------------------------------------------------------
 #
 # To add a subcommand, write setup_fn(parser) and run_fn(args) -> int and add one entry here. The
@@ -120,6 +156,7 @@ def _name_layout_argument(exc: ValueError, args: argparse.Namespace) -> str:
 
 SUBCOMMANDS: Dict[str, Tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "layout": (_setup_layout, _cmd_layout),
+    "tensor-reader": (_setup_tensor_reader, _cmd_tensor_reader),
 }
 
 

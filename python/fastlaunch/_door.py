@@ -4,7 +4,10 @@ per torch build, as Triton compiles its launcher. pip's isolated build has no to
 cannot carry it; without a C++ compiler, or when it cannot load, tensors are read through
 data_ptr() (about ten times slower per tensor) and report() says why and what to do.
 
-The C extension calls load() once, at the first tensor-like argument after `import torch`.
+The C extension calls load() once, at the first tensor-like argument after `import torch`. A door not
+built yet is built in a background thread: launches read data_ptr() meanwhile and the door once it
+is there. `python -m fastlaunch tensor-reader --build` builds it ahead of time (a container's build
+step); FASTLAUNCH_TENSOR_DOOR_WAIT=1 builds it at first use, before that launch.
 """
 
 from __future__ import annotations
@@ -82,47 +85,105 @@ def path_for(torch, cxx=None) -> str:
     return os.path.join(cache_dirs()[0], f"torch-{facts['version']}-{h.hexdigest()[:16]}", "_tensor" + suffix)
 
 
-def _build(torch, cxx: list, target: str) -> str | None:
-    """Compiles the door into `target`; None on success, else why (the log's path included)."""
+def _command(torch, cxx: list, target: str, tmp: str) -> list:
     facts = _torch_facts(torch)
     inc = os.path.join(facts["dir"], "include")
     lib = os.path.join(facts["dir"], "lib")
+    return [*cxx, *_FLAGS,
+            f"-DFL_TORCH_VERSION=\"{facts['version']}\"", f"-D_GLIBCXX_USE_CXX11_ABI={facts['cxx11_abi']}",
+            "-isystem", inc, "-isystem", os.path.join(inc, "torch", "csrc", "api", "include"),
+            "-I", sysconfig.get_paths()["include"], "-I", source_dir(),
+            os.path.join(source_dir(), "tensor_door.cpp"), "-o", tmp,
+            "-L", lib, "-ltorch_python", "-ltorch", "-lc10", f"-Wl,-rpath,{lib}"]
+
+
+def _failed(cxx, target, code, output) -> str:
+    last = (output.strip().splitlines() or ["no output"])[-1][:160]
+    return f"compiling it with {cxx[0]} failed (exit {code}: {last}); full log: {target}.log"
+
+
+def _build(torch, cxx: list, target: str) -> str | None:
+    """Compiles the door into `target`; None on success, else why (the log's path included)."""
     os.makedirs(os.path.dirname(target), exist_ok=True)
     tmp = f"{target}.{os.getpid()}.{threading.get_ident()}.tmp"
-    cmd = [*cxx, *_FLAGS,
-           f"-DFL_TORCH_VERSION=\"{facts['version']}\"", f"-D_GLIBCXX_USE_CXX11_ABI={facts['cxx11_abi']}",
-           "-isystem", inc, "-isystem", os.path.join(inc, "torch", "csrc", "api", "include"),
-           "-I", sysconfig.get_paths()["include"], "-I", source_dir(),
-           os.path.join(source_dir(), "tensor_door.cpp"), "-o", tmp,
-           "-L", lib, "-ltorch_python", "-ltorch", "-lc10", f"-Wl,-rpath,{lib}"]
+    cmd = _command(torch, cxx, target, tmp)
     _log.warning("fastlaunch: compiling its tensor reader for torch %s (once per torch build) into %s",
-                 facts["version"], os.path.dirname(target))
+                 torch.__version__, os.path.dirname(target))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        log = target + ".log"
-        with open(log, "w") as f:
+        with open(target + ".log", "w") as f:
             f.write(shlex.join(cmd) + "\n" + proc.stdout + proc.stderr)
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:160]
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        return f"compiling it with {cxx[0]} failed (exit {proc.returncode}: {last}); full log: {log}"
+        return _failed(cxx, target, proc.returncode, proc.stderr)
     os.replace(tmp, target)
     return None
 
 
-def find(torch):
-    """(path or None, why): a built door for this torch, building it when none is cached."""
+# The background build: the compiler in a session of its own, which moves its output into place
+# itself, so a process that exits before it ends (a short script) still leaves the door built for
+# the next one.
+_DETACHED = ('if "$0" "$@" >"$FL_LOG" 2>&1; then mv -f "$FL_TMP" "$FL_TARGET"; '
+             'else rc=$?; rm -f "$FL_TMP"; exit $rc; fi')
+
+
+def _build_detached(torch, cxx: list, target: str) -> str | None:
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = f"{target}.{os.getpid()}.{threading.get_ident()}.tmp"
+    cmd = _command(torch, cxx, target, tmp)
+    _log.info("fastlaunch: compiling its tensor reader for torch %s in the background into %s",
+              torch.__version__, os.path.dirname(target))
+    env = dict(os.environ, FL_LOG=target + ".log", FL_TMP=tmp, FL_TARGET=target)
+    code = subprocess.Popen(["/bin/sh", "-c", _DETACHED, *cmd], env=env, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).wait()
+    if code == 0 and os.path.exists(target):
+        return None
+    try:
+        with open(target + ".log") as f:
+            output = f.read()
+    except OSError:
+        output = ""
+    return _failed(cxx, target, code, output)
+
+
+BUILDING = "being built in the background (launches read data_ptr() until it is ready)"
+_background = {"thread": None, "why": None}
+
+
+def cached(torch):
+    """(path or None, cxx, first): a door built for this torch in a cache dir, the compiler, and
+    where a build goes."""
     cxx = compiler()
     if cxx is None:
-        which = f"CXX={os.environ['CXX']} was not found" if os.environ.get("CXX") else "no C++ compiler on PATH"
-        return None, f"not built: {which}; install one (g++ or clang++) or set CXX"
+        return None, None, None
     first = path_for(torch, cxx)
     for d in cache_dirs():
         p = os.path.join(d, *first.split(os.sep)[-2:])
         if os.path.exists(p):
-            return p, None
+            return p, cxx, first
+    return None, cxx, first
+
+
+def find(torch, wait=True):
+    """(path or None, why): a built door for this torch, building it when none is cached: now, or
+    (wait False) in a background thread, whose end tells the C extension to look again."""
+    path, cxx, first = cached(torch)
+    if path is not None:
+        return path, None
+    if cxx is None:
+        which = f"CXX={os.environ['CXX']} was not found" if os.environ.get("CXX") else "no C++ compiler on PATH"
+        return None, f"not built: {which}; install one (g++ or clang++) or set CXX"
+    if not wait:
+        with _lock:
+            if _background["thread"] is None:
+                t = threading.Thread(target=_build_in_background, args=(torch, cxx, first),
+                                     name="fastlaunch-tensor-reader", daemon=True)
+                _background["thread"] = t
+                t.start()
+        return None, BUILDING
+    wait_for_background()
     with _lock:
         if os.path.exists(first):
             return first, None
@@ -130,13 +191,40 @@ def find(torch):
     return (None, "not built: " + why) if why else (first, None)
 
 
-def load():
-    """(module or None, why): fastlaunch._tensor for the imported torch. Never raises."""
+def _build_in_background(torch, cxx, first):
+    try:
+        with _lock:
+            why = None if os.path.exists(first) else _build_detached(torch, cxx, first)
+    except Exception as exc:  # noqa: BLE001 - reported, never raised into a launch
+        why = f"{type(exc).__name__}: {exc}"
+    _background["why"] = why
+    from fastlaunch import _C
+
+    _C._door_retry(why)  # the next tensor argument loads it (or keeps data_ptr(), saying why)
+
+
+def wait_for_background():
+    """Waits for a background build in flight, if any."""
+    t = _background["thread"]
+    if t is not None and t is not threading.current_thread():
+        t.join()
+
+
+def load(wait=None):
+    """(module or None, why): fastlaunch._tensor for the imported torch. Never raises. A door not
+    built yet is built in the background (why: BUILDING) unless `wait` (None: FASTLAUNCH_TENSOR_DOOR_WAIT)
+    asks for it now."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None, "torch not imported yet"
+    if wait is None:
+        from fastlaunch import config
+
+        wait = config.read().tensor_door_wait
+    if _background["why"] is not None:
+        return None, "not built: " + _background["why"]
     try:
-        path, why = find(torch)
+        path, why = find(torch, wait=wait)
         if path is None:
             return None, why
     except Exception as exc:  # an unreadable cache dir, a missing source: data_ptr() then

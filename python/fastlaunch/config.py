@@ -41,6 +41,10 @@ VARIABLES = (
              "in ~/.cache/fastlaunch is found from here too."),
     Variable("FASTLAUNCH_TENSOR_DOOR", "switch", "on", "the C extension, at the first tensor",
              "0 reads every tensor through `data_ptr()` instead of torch's C++ tensor (no C++ compiler is run)."),
+    Variable("FASTLAUNCH_TENSOR_DOOR_WAIT", "switch", "off", "the C extension, at the first tensor",
+             "1 builds the tensor door at the first tensor, before that launch, instead of in the background "
+             "(launches read `data_ptr()` until it is ready; `python -m fastlaunch tensor-reader --build` builds "
+             "it ahead of time)."),
     Variable("FASTLAUNCH_CUDA_PARAMS", "choice:array|packed", "packed", "import fastlaunch (the cuda backend's setting)",
              "`array` passes kernel arguments to cuLaunchKernel as an array of pointers instead of one packed buffer."),
     Variable("FASTLAUNCH_LIBASCENDCL", "path", "libascendcl.so", "import fastlaunch (the npu backend's setting)",
@@ -68,6 +72,7 @@ class Config:
     log: bool = False
     cache_dir: str = ""
     tensor_door: bool = True
+    tensor_door_wait: bool = False
     cuda_params: str = "packed"
     hip_params: str = "packed"
     libascendcl: Optional[str] = None
@@ -109,6 +114,7 @@ def read(environ: Optional[Mapping[str, str]] = None) -> Config:
         log=_switch("FASTLAUNCH_LOG", env.get("FASTLAUNCH_LOG"), False),
         cache_dir=env.get("FASTLAUNCH_CACHE_DIR") or _default_cache_dir(),
         tensor_door=_switch("FASTLAUNCH_TENSOR_DOOR", env.get("FASTLAUNCH_TENSOR_DOOR"), True),
+        tensor_door_wait=_switch("FASTLAUNCH_TENSOR_DOOR_WAIT", env.get("FASTLAUNCH_TENSOR_DOOR_WAIT"), False),
         cuda_params=params,
         hip_params=hip_params,
         libascendcl=env.get("FASTLAUNCH_LIBASCENDCL") or None,

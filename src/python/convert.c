@@ -215,7 +215,9 @@ void fl_ext_door_load(fl_ext_state *st) {
              PyTuple_GET_SIZE(result) != 2) {
     snprintf(st->door_why, sizeof st->door_why, "fastlaunch._door.load() failed");
   } else if (PyTuple_GET_ITEM(result, 0) == Py_None) {
-    snprintf(st->door_why, sizeof st->door_why, "%s", door_reason(result, "not built"));
+    const char *why = door_reason(result, "not built");
+    snprintf(st->door_why, sizeof st->door_why, "%s", why);
+    if (strncmp(why, "being built", 11) == 0) st->door_state = -2; /* fastlaunch._door calls _door_retry at its end */
   } else if (!(capsule = PyObject_GetAttrString(PyTuple_GET_ITEM(result, 0), "door")) ||
              !PyCapsule_IsValid(capsule, FL_TENSOR_DOOR_CAPSULE)) {
     snprintf(st->door_why, sizeof st->door_why, "fastlaunch._tensor has no door capsule");

@@ -69,7 +69,7 @@ typedef struct {
   int dict_watcher;           /* 3.12+: the watcher id of the JIT's watched dicts */
   /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
   const fl_tensor_door *door;
-  int door_state;             /* 0 not tried yet, 1 in use, -1 refused (door_why says why) */
+  int door_state;             /* 0 not tried yet, 1 in use, -1 refused, -2 being built (door_why says why) */
   char door_why[512];
   /* torch_npu's task queue (fastlaunch._npu_queue): 0 not found yet (looked for again at each npu
    * plan), 1 installed, -1 installed but unusable (npu launches refused), -2 no shim built. */

@@ -155,6 +155,22 @@ static PyObject *ext_tensor_door(PyObject *module, PyObject *unused) {
   return Py_BuildValue("(Os)", st->door ? Py_True : Py_False, why);
 }
 
+/* _door_retry(why): the background build of fastlaunch._tensor ended (why None: built): the next
+ * tensor argument loads it, or tensors stay on data_ptr() with why. */
+static PyObject *ext_door_retry(PyObject *module, PyObject *why) {
+  fl_ext_state *st = PyModule_GetState(module);
+  if (st->door_state != -2) Py_RETURN_NONE;
+  if (why == Py_None) {
+    st->door_state = 0;
+  } else {
+    const char *text = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : NULL;
+    if (!text) PyErr_Clear();
+    snprintf(st->door_why, sizeof st->door_why, "not built: %s", text ? text : "?");
+    st->door_state = -1;
+  }
+  Py_RETURN_NONE;
+}
+
 /* npu_queue() -> (state, why): how npu launches are ordered with torch_npu's task queue. */
 static PyObject *ext_npu_queue(PyObject *module, PyObject *unused) {
   (void)unused;
@@ -170,6 +186,8 @@ static PyMethodDef module_methods[] = {
     {"npu_queue", ext_npu_queue, METH_NOARGS,
      "npu_queue($module, /)\n--\n\n-> (state, why): 'queue' (torch_npu's task queue), 'stream' (torch_npu not loaded), "
      "'unusable' (npu launches refused) or 'none' (no shim)"},
+    {"_door_retry", ext_door_retry, METH_O,
+     "_door_retry($module, why, /)\n--\n\nThe tensor reader's background build ended (why None: built)"},
     {"tensor_door", ext_tensor_door, METH_NOARGS,
      "tensor_door($module, /)\n--\n\n-> (in_use, why): tensor arguments through torch's C++ object, or data_ptr() and why"},
     {"layout", ext_layout, METH_VARARGS,

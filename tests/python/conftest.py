@@ -10,9 +10,13 @@ import pytest
 # The stand-ins (Inductor-shaped launchers over host kernels) live outside the runtime package.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
-import fastlaunch.host as host
-from fastlaunch import _C
-from fldev import standins
+# The tensor door is built at the first tensor, before that launch, in every process the suite starts
+# (as the tests were written); its background build is tested on its own (test_tensor_door.py).
+os.environ.setdefault("FASTLAUNCH_TENSOR_DOOR_WAIT", "1")
+
+import fastlaunch.host as host  # noqa: E402
+from fastlaunch import _C  # noqa: E402
+from fldev import standins  # noqa: E402
 
 if not hasattr(_C, "fault_inject"):
     pytest.exit(f"the Python suite needs fastlaunch's testing build (fault injection, bench loops, grid_eval), and "
