@@ -17,7 +17,7 @@
  * (it benchmarks or reads its cache; the policy binds the config it picked), warmup, a config with
  * a pre_hook, an argument whose kind the key does not know, a keyword a config also sets, and what
  * the policy (fastlaunch.triton_jit) names when a watched dict changes (the tuner's cache, knobs). */
-#include "autotune.h"
+#include "autotune_base.h"
 
 
 static void entry_release(at_entry *e) {

@@ -1,7 +1,7 @@
 /* autotune_key.c: the key of a call to Triton's Autotuner, computed in C from what Autotuner.run
  * builds its cache key of (the values of the parameters named in `key`, then the dtype of every
  * named argument that has one), and the dispatcher's table of bound keys. Below autotune.c. */
-#include "autotune.h"
+#include "autotune_base.h"
 
 static int push(at_key *k, uint64_t w) {
   if (FL_EXT_UNLIKELY(k->n >= AT_MAX_KEY)) return -1;

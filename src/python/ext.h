@@ -7,7 +7,7 @@
  *                  strings, targets, layouts (one policy for each, used by every caller);
  *                  call_args.h above it: a call's arguments collected and a plan launched, inline
  *   3. host_kernel.c, plan_obj.c, entry.c: the types HostKernel, Plan, FinalizedLaunch; Triton's
- *      JIT dispatcher in its own layers, bottom up (jit.h): jit_grid.c, jit_key.c, jit_table.c,
+ *      JIT dispatcher in its own layers, bottom up (jit_base.h): jit_grid.c, jit_key.c, jit_table.c,
  *      jit.c, jit_types.c (JitDispatcher), autotune.c (AutotuneDispatcher), heuristics.c
  *      (HeuristicsDispatcher), jit_subscript.c (JitCall, JitSubscript), tuner_slot.c (Autotuner.run
  *      for subclasses' super().run); messages.c the sentences of reason codes

@@ -21,7 +21,7 @@
  * hooks, an argument of a kind the key does not know, and whatever the Python policy names when
  * the things it watches change (knobs, the environment, the active driver, the kernel's globals).
  * The policy (fastlaunch.triton_jit) owns those decisions; this file only applies them. */
-#include "jit.h"
+#include "jit_base.h"
 
 static Py_ssize_t ident_index(PyObject *names, PyObject *key) {
   Py_ssize_t n = PyTuple_GET_SIZE(names);

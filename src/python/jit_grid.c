@@ -9,7 +9,7 @@
  * methods may count or raise, a torch tensor with its __torch_function__) is read by Triton
  * alone, once, on its path: fastlaunch declines before it calls any of the object's code.
  * Depends on the C API only. */
-#include "jit.h"
+#include "jit_base.h"
 
 #include <string.h>
 

@@ -1,12 +1,12 @@
-/* jit_key.c: the key of a JIT call (jit.h says what it holds), computed two ways from the same
- * per-value words (const_words, value_words, jit.h): the full path's (fl_jit_make_key: every
+/* jit_key.c: the key of a JIT call (jit_base.h says what it holds), computed two ways from the same
+ * per-value words (const_words, value_words, jit_base.h): the full path's (fl_jit_make_key: every
  * parameter bound, every kind of value, the key then looked up in the table) and the memo's
- * (jit_memo, jit.h). A call with the memo's form finds each parameter's value at the place the
+ * (jit_memo, jit_base.h). A call with the memo's form finds each parameter's value at the place the
  * last fast call had it, and its key is computed word by word and compared with the memo entry's
  * key, whole: the memo takes exactly the entry the table would find. Anything else (another form,
  * another key, a tuple, a tensor the door does not take, a tensor from memory the plan does not
  * read) goes the full way; nothing in the memo's path runs Python code. */
-#include "jit.h"
+#include "jit_base.h"
 
 /* ---- the full path ---- */
 
@@ -164,7 +164,7 @@ static int launch_value(fl_ext_state *st, const jit_values *first, jit_values *o
   return value_push(out, x, where, index) < 0 ? 1 : 0;
 }
 
-/* The launch values again, after the grid (jit.h). */
+/* The launch values again, after the grid (jit_base.h). */
 int fl_jit_launch_values(JitObject *self, jit_bound *b, const jit_values *first, jit_values *out) {
   out->n = 0;
   out->nheld = 0;

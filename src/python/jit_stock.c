@@ -3,7 +3,7 @@
  * Python code has run in it: the grid callable called with Triton's mapping, what it wrote there,
  * the grid Triton gets if the call goes there after all, and the settings read again. Depends on
  * jit_table.c (revalidation). */
-#include "jit.h"
+#include "jit_base.h"
 
 /* The mapping Triton passes a grid callable: every parameter by name. */
 static PyObject *bound_args_dict(JitObject *self, PyObject *const *pv) {

@@ -2,7 +2,7 @@
  * gives a JITFunction class, so that kernel[grid] hands out a JitCall to the kernel's dispatcher
  * (a JitDispatcher, jit.c, or an AutotuneDispatcher, autotune.c) without a Python frame. Depends on
  * both; nothing below depends on it. */
-#include "jit.h"
+#include "jit_base.h"
 
 /* ---- JitCall ---- */
 static int jit_call_traverse(PyObject *op, visitproc visit, void *arg) {

@@ -3,7 +3,7 @@
  * reason, the device and stream sources, the hook lists) and torch's C shim found once. Depends on
  * jit_key.c (the memo), watch.c and the core's grid programs; the call (jit.c) and the types above
  * it depend on this file, never the other way. */
-#include "jit.h"
+#include "jit_base.h"
 
 #include <dlfcn.h>
 

@@ -1,7 +1,7 @@
 /* jit_types.c: the JitDispatcher type: construction, binding a variant under its key (the policy's
  * _insert), clearing, counts, GC. Above the call (jit.c, its vectorcall), the table (jit_table.c)
  * and the memo (jit_key.c); JitCall and JitSubscript, above the autotuner, are jit_subscript.c. */
-#include "jit.h"
+#include "jit_base.h"
 /* ---- JitDispatcher: construction and the policy's methods ---- */
 static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"fn", "stock_run", "policy", "param_names", "param_const", "defaults", "option_names",

@@ -13,7 +13,7 @@
  * keywords). Every other instance, and every other way of reaching it, calls Triton's own
  * Autotuner.run, which the slot keeps. Above autotune.c: the dispatcher is called through its
  * vectorcall, or its dict form. */
-#include "autotune.h"
+#include "autotune_base.h"
 
 typedef struct {
   PyObject_HEAD

@@ -1,4 +1,5 @@
-/* jit.h: the types shared by the files of Triton's JIT dispatcher, in layers, each calling only into
+/* jit_base.h: the types shared by the files of Triton's JIT dispatcher (named after no .c file: it is
+ * below all of them), in layers, each calling only into
  * the ones before it (tests/python/test_tree.py checks it):
  *   jit_grid.c      a grid that is a value, read as Triton reads it
  *   jit_key.c       the key of a call and the memo of the last fast call's form
@@ -6,7 +7,7 @@
  *   jit_stock.c     Triton's own run for a call handed back; the grid callable called, replayed
  *   jit.c           a call: bind, key, table, device, stream, grid, launch, or Triton's run
  *   jit_types.c     the JitDispatcher type: construction, binding variants, counts
- *   autotune_key.c  the Autotuner's key and table (autotune.h; they include ext.h only)
+ *   autotune_key.c  the Autotuner's key and table (autotune_base.h; they include ext.h only)
  *   autotune.c      the AutotuneDispatcher, over the JIT's
  *   heuristics.c    the HeuristicsDispatcher, over either
  *   tuner_slot.c    Autotuner.run for subclasses' super().run (calls a dispatcher by vectorcall)

@@ -1,4 +1,5 @@
-/* autotune.h: the types of Triton's Autotuner's dispatcher, shared by autotune_key.c (the key of a
+/* autotune_base.h (below both .c files, so named after neither): the types of Triton's Autotuner's
+ * dispatcher, shared by autotune_key.c (the key of a
  * call, the table of keys) and autotune.c (the call, the type) above it. Private to src/python. */
 #ifndef FL_AUTOTUNE_H
 #define FL_AUTOTUNE_H
