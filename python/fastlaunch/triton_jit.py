@@ -580,6 +580,14 @@ class _Policy:
         positions = tuple((p, -1 if m is None else m) for p, m in abi.positions)
         return plan, positions
 
+    def learn_grid(self, grid, meta):
+        """The grid program of a callable met after its variant was bound (None: called per launch)."""
+        spec = self._grid_spec(grid, dict(meta))
+        d = self.dispatcher() if self.dispatcher else None
+        if spec is not None and d is not None:
+            d.invalidate()  # the grid's guards enter the watched set
+        return spec
+
     def _grid_spec(self, grid, bound):
         try:
             exprs, sources, guards = trace_grid(grid, self.fn, bound)

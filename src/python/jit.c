@@ -360,12 +360,9 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   }
   if (vals.nlazy && (r = lazy_pointers(self, kw, args, nargs, kwnames, &k, &vals, &res)) != 0) goto done;
   jit_entry *e = table_find(self, &k, key_hash(&k));
-  if (!e) {
-    res = STOCK("first_call_of_variant", &k);
-    goto done;
-  }
-  if (!e->plan) {
-    res = fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, e->refusal, NULL);
+  if (!e || !e->plan) { /* a miss (Triton compiles; the policy binds), or a variant refused */
+    res = e ? fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, e->refusal, NULL)
+            : STOCK("first_call_of_variant", &k);
     goto done;
   }
   uint64_t gen = self->gen;
@@ -373,6 +370,7 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   fl_error err;
   int changed = 0;
   r = call_grid(e, b.vals, grid, g);
+  if (r > 0 && fl_jit_learn_grid(self, e, grid, b.vals)) python = 1, r = call_grid(e, b.vals, grid, g);
   if (r > 0) {
     python = 1;
     r = fl_jit_called_grid(self, b.vals, grid, g, &computed, &meta);

@@ -201,6 +201,8 @@ typedef struct jit_entry {
   fl__grid_shape grid_shape;
   size_t ngrid_src;
   grid_source *grid_src;
+  PyObject *grid_tried; /* the code of the callable grid last traced for it and not compiled, or NULL */
+  uint8_t grid_learned; /* grid programs learned after binding (a call site alternating lambdas stops at 4) */
 } jit_entry;
 
 /* The last fast call's form (jit_key.c): while calls come with the same keyword names (the tuple
@@ -350,6 +352,10 @@ void fl_jit_table_clear(JitObject *self);
 void fl_jit_bury(JitObject *self); /* frees the graveyard (no call in flight) */
 int fl_jit_table_put(JitObject *self, jit_entry *e);
 FL_EXT_COLD int fl_jit_revalidate(JitObject *self);
+/* A grid program from (code, globals, (e0, e1, e2), sources) into e's grid fields. 0, or -1. */
+int fl_jit_entry_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t nparams);
+/* The same for an entry already bound, replacing its grid program whole. 0, or -1. */
+int fl_jit_entry_learn_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t nparams);
 extern PyMethodDef fl_ext_jit_methods[];
 /* jit_stock.c */
 FL_EXT_COLD PyObject *fl_jit_call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
@@ -366,6 +372,7 @@ FL_EXT_COLD int fl_jit_called_grid(JitObject *self, PyObject *const *pv, PyObjec
 FL_EXT_COLD int fl_jit_meta_changed(JitObject *self, PyObject *meta, PyObject *const *pv);
 FL_EXT_COLD PyObject *fl_jit_replay_grid(JitObject *self, PyObject *answer, PyObject *meta, int changed);
 FL_EXT_COLD int fl_jit_settled(JitObject *self, const char **why, PyObject **why_obj);
+FL_EXT_COLD int fl_jit_learn_grid(JitObject *self, jit_entry *e, PyObject *grid, PyObject *const *pv);
 /* The hooks Triton's run calls: a call with any goes there. */
 static inline const char *fl_jit_dispatch_checks(const JitObject *self) {
   if (PyList_GET_SIZE(self->pre_run_hooks) > 0) return "pre_run_hooks";

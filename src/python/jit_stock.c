@@ -158,3 +158,29 @@ FL_EXT_COLD int fl_jit_settled(JitObject *self, const char **why, PyObject **why
   return *why != NULL;
 }
 
+
+/* A callable grid whose code is not the entry's grid program (its first call had a tuple, or another
+ * lambda): traced now by the policy, so later calls compute it in C; a code that does not trace is
+ * not tried again, and an entry learns at most 4 times (a call site alternating lambdas calls them).
+ * 1 when the policy was asked (Python code ran), else 0. */
+FL_EXT_COLD int fl_jit_learn_grid(JitObject *self, jit_entry *e, PyObject *grid, PyObject *const *pv) {
+  /* Not under another call of this dispatcher: an outer one may be reading the entry's program. */
+  if (!PyFunction_Check(grid) || self->depth > 1 || e->grid_learned >= 4 || PyFunction_GET_CODE(grid) == e->grid_code ||
+      PyFunction_GET_CODE(grid) == e->grid_tried)
+    return 0;
+  e->grid_learned++;
+  PyObject *code = Py_NewRef(PyFunction_GET_CODE(grid)), *meta = bound_args_dict(self, pv), *spec = NULL;
+  PyObject *policy = Py_NewRef(self->policy);
+  if (meta) spec = PyObject_CallMethod(policy, "learn_grid", "OO", grid, meta);
+  Py_DECREF(policy);
+  Py_XDECREF(meta);
+  if (spec && spec != Py_None && fl_jit_entry_learn_grid(self->state, e, spec, PyTuple_GET_SIZE(self->param_names)) == 0) {
+    Py_DECREF(code);
+    if (self->memo.entry == e) fl_jit_memo_clear(self); /* the memo's grid values were the old program's */
+  } else {
+    PyErr_Clear(); /* not compiled: the callable is called per launch, and not traced again */
+    Py_XSETREF(e->grid_tried, code);
+  }
+  Py_XDECREF(spec);
+  return 1;
+}

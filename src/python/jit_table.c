@@ -14,17 +14,16 @@ typedef int32_t (*aoti_stream_fn)(int32_t, void **);
 static aoti_device_fn aoti_device;
 static aoti_stream_fn aoti_stream;
 
+static void entry_grid_free(jit_entry *e);
+
 void fl_jit_entry_free(jit_entry *e) {
   if (!e) return;
   Py_XDECREF(e->plan);
   Py_XDECREF(e->kernel);
   Py_XDECREF(e->refusal);
   Py_XDECREF(e->keep);
-  Py_XDECREF(e->grid_code);
-  Py_XDECREF(e->grid_globals);
-  for (int d = 0; d < 3; d++) fl_grid_program_free(e->grid_prog[d]);
-  for (size_t i = 0; i < e->ngrid_src; i++) Py_XDECREF(e->grid_src[i].name);
-  PyMem_Free(e->grid_src);
+  Py_XDECREF(e->grid_tried);
+  entry_grid_free(e);
   PyMem_Free(e->abi_param);
   PyMem_Free(e->abi_member);
   PyMem_Free(e->param_abi);
@@ -62,6 +61,91 @@ void fl_jit_bury(JitObject *self) {
     self->graveyard = e->next;
     fl_jit_entry_free(e);
   }
+}
+
+/* A grid program from (code, globals, (e0, e1, e2), sources). 0, or -1 with an exception. */
+int fl_jit_entry_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t nparams) {
+  PyObject *code, *globals, *exprs, *sources;
+  /* Into locals first: the entry holds only what it took a reference to (it is freed on failure). */
+  if (!PyArg_ParseTuple(spec, "OO!O!O!:grid", &code, &PyDict_Type, &globals, &PyTuple_Type, &exprs, &PyTuple_Type,
+                        &sources))
+    return -1;
+  e->grid_code = Py_NewRef(code);
+  e->grid_globals = Py_NewRef(globals);
+  Py_ssize_t ns = PyTuple_GET_SIZE(sources);
+  if (PyTuple_GET_SIZE(exprs) != 3 || ns > JIT_MAX_GRID_VARS)
+    return PyErr_Format(PyExc_ValueError, "grid: three expressions over at most %d variables", JIT_MAX_GRID_VARS), -1;
+  e->grid_src = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof *e->grid_src);
+  if (!e->grid_src) return PyErr_NoMemory(), -1;
+  e->ngrid_src = (size_t)ns;
+  for (Py_ssize_t i = 0; i < ns; i++) {
+    const char *kind;
+    PyObject *what;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(sources, i), "sO:grid source", &kind, &what)) return -1;
+    grid_source *s = &e->grid_src[i];
+    if (!strcmp(kind, "global") && PyUnicode_Check(what)) {
+      s->kind = SRC_GLOBAL;
+      s->name = Py_NewRef(what);
+      e->grid_global = true;
+      continue;
+    }
+    s->index = PyLong_Check(what) ? PyLong_AsSsize_t(what) : -1;
+    s->kind = !strcmp(kind, "arg") ? SRC_ARG : !strcmp(kind, "cell") ? SRC_CELL : -1;
+    if (s->kind < 0 || s->index < 0 || (s->kind == SRC_ARG && s->index >= nparams)) {
+      PyErr_Clear();
+      return PyErr_Format(PyExc_ValueError, "grid source %zd: ('arg', parameter), ('cell', i) or ('global', name)", i), -1;
+    }
+  }
+  for (int d = 0; d < 3; d++) {
+    PyObject *x = PyTuple_GET_ITEM(exprs, d);
+    const char *text = PyUnicode_Check(x) ? PyUnicode_AsUTF8(x) : NULL;
+    fl_error err;
+    if (!text) return PyErr_Format(PyExc_TypeError, "grid expression %d: a str", d), -1;
+    if (fl_grid_program_compile(text, NULL, 0, &e->grid_prog[d], &err) != FL_OK) {
+      fl_ext_raise_reason_unavailable(st, "%s", err.reason);
+      return -1;
+    }
+    if (fl_grid_program_nvars(e->grid_prog[d]) > (size_t)ns)
+      return PyErr_Format(PyExc_ValueError, "grid expression %d reads a variable past its sources", d), -1;
+    if (fl_grid_program_is_constant(e->grid_prog[d]) &&
+        fl_grid_program_eval(e->grid_prog[d], NULL, 0, &e->grid_const[d], &err) == FL_OK) {
+      fl_grid_program_free(e->grid_prog[d]);
+      e->grid_prog[d] = NULL;
+    }
+  }
+  e->grid_shaped = ns == 1 && !e->grid_prog[1] && !e->grid_prog[2] &&
+                   fl__grid_program_shape(e->grid_prog[0], &e->grid_shape) && e->grid_shape.var == 0;
+  return 0;
+}
+
+/* The grid fields of an entry, released (the entry keeps the rest). */
+static void entry_grid_free(jit_entry *e) {
+  Py_CLEAR(e->grid_code);
+  Py_CLEAR(e->grid_globals);
+  for (int d = 0; d < 3; d++) fl_grid_program_free(e->grid_prog[d]), e->grid_prog[d] = NULL;
+  for (size_t i = 0; i < e->ngrid_src; i++) Py_XDECREF(e->grid_src[i].name);
+  PyMem_Free(e->grid_src);
+  e->grid_src = NULL;
+  e->ngrid_src = 0;
+  e->grid_shaped = e->grid_global = false;
+}
+
+/* A grid program learned after the entry was bound (its first call had no callable grid, or another
+ * one): built aside, then moved into the entry whole. 0, or -1 with an exception (the entry as it was). */
+int fl_jit_entry_learn_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t nparams) {
+  jit_entry tmp;
+  memset(&tmp, 0, sizeof tmp);
+  if (fl_jit_entry_grid(st, &tmp, spec, nparams) < 0) {
+    entry_grid_free(&tmp);
+    return -1;
+  }
+  entry_grid_free(e);
+  e->grid_code = tmp.grid_code, e->grid_globals = tmp.grid_globals;
+  memcpy(e->grid_prog, tmp.grid_prog, sizeof e->grid_prog);
+  memcpy(e->grid_const, tmp.grid_const, sizeof e->grid_const);
+  e->grid_shaped = tmp.grid_shaped, e->grid_global = tmp.grid_global, e->grid_shape = tmp.grid_shape;
+  e->ngrid_src = tmp.ngrid_src, e->grid_src = tmp.grid_src;
+  return 0;
 }
 
 int fl_jit_table_put(JitObject *self, jit_entry *e) {

@@ -60,61 +60,6 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   return (PyObject *)self;
 }
 
-/* A grid program from (code, globals, (e0, e1, e2), sources). 0, or -1 with an exception. */
-static int entry_grid(fl_ext_state *st, jit_entry *e, PyObject *spec, Py_ssize_t nparams) {
-  PyObject *code, *globals, *exprs, *sources;
-  /* Into locals first: the entry holds only what it took a reference to (it is freed on failure). */
-  if (!PyArg_ParseTuple(spec, "OO!O!O!:grid", &code, &PyDict_Type, &globals, &PyTuple_Type, &exprs, &PyTuple_Type,
-                        &sources))
-    return -1;
-  e->grid_code = Py_NewRef(code);
-  e->grid_globals = Py_NewRef(globals);
-  Py_ssize_t ns = PyTuple_GET_SIZE(sources);
-  if (PyTuple_GET_SIZE(exprs) != 3 || ns > JIT_MAX_GRID_VARS)
-    return PyErr_Format(PyExc_ValueError, "grid: three expressions over at most %d variables", JIT_MAX_GRID_VARS), -1;
-  e->grid_src = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof *e->grid_src);
-  if (!e->grid_src) return PyErr_NoMemory(), -1;
-  e->ngrid_src = (size_t)ns;
-  for (Py_ssize_t i = 0; i < ns; i++) {
-    const char *kind;
-    PyObject *what;
-    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(sources, i), "sO:grid source", &kind, &what)) return -1;
-    grid_source *s = &e->grid_src[i];
-    if (!strcmp(kind, "global") && PyUnicode_Check(what)) {
-      s->kind = SRC_GLOBAL;
-      s->name = Py_NewRef(what);
-      e->grid_global = true;
-      continue;
-    }
-    s->index = PyLong_Check(what) ? PyLong_AsSsize_t(what) : -1;
-    s->kind = !strcmp(kind, "arg") ? SRC_ARG : !strcmp(kind, "cell") ? SRC_CELL : -1;
-    if (s->kind < 0 || s->index < 0 || (s->kind == SRC_ARG && s->index >= nparams)) {
-      PyErr_Clear();
-      return PyErr_Format(PyExc_ValueError, "grid source %zd: ('arg', parameter), ('cell', i) or ('global', name)", i), -1;
-    }
-  }
-  for (int d = 0; d < 3; d++) {
-    PyObject *x = PyTuple_GET_ITEM(exprs, d);
-    const char *text = PyUnicode_Check(x) ? PyUnicode_AsUTF8(x) : NULL;
-    fl_error err;
-    if (!text) return PyErr_Format(PyExc_TypeError, "grid expression %d: a str", d), -1;
-    if (fl_grid_program_compile(text, NULL, 0, &e->grid_prog[d], &err) != FL_OK) {
-      fl_ext_raise_reason_unavailable(st, "%s", err.reason);
-      return -1;
-    }
-    if (fl_grid_program_nvars(e->grid_prog[d]) > (size_t)ns)
-      return PyErr_Format(PyExc_ValueError, "grid expression %d reads a variable past its sources", d), -1;
-    if (fl_grid_program_is_constant(e->grid_prog[d]) &&
-        fl_grid_program_eval(e->grid_prog[d], NULL, 0, &e->grid_const[d], &err) == FL_OK) {
-      fl_grid_program_free(e->grid_prog[d]);
-      e->grid_prog[d] = NULL;
-    }
-  }
-  e->grid_shaped = ns == 1 && !e->grid_prog[1] && !e->grid_prog[2] &&
-                   fl__grid_program_shape(e->grid_prog[0], &e->grid_shape) && e->grid_shape.var == 0;
-  return 0;
-}
-
 /* _insert(key, kernel, plan_or_None, positions, grid_spec_or_None, keep, refusal_or_None) */
 static PyObject *jit_insert(PyObject *op, PyObject *args) {
   JitObject *self = (JitObject *)op;
@@ -168,7 +113,7 @@ static PyObject *jit_insert(PyObject *op, PyObject *args) {
     fl_jit_entry_free(e);
     return NULL;
   }
-  if (grid_spec != Py_None && entry_grid(self->state, e, grid_spec, np) < 0) {
+  if (grid_spec != Py_None && fl_jit_entry_grid(self->state, e, grid_spec, np) < 0) {
     fl_jit_entry_free(e);
     return NULL;
   }

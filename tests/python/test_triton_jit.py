@@ -135,6 +135,7 @@ CHECK_NAMES = ["steady_state_is_fast_and_grid_programs_run_in_c", "registered_c_
                "unknown_keywords_and_missing_arguments_as_triton_says", "declined_tensors_are_checked_where_they_live", "knob_change_forgets_bound_variants",
                "opaque_grid_called_once_per_launch_with_tritons_mapping", "memo_takes_repeats_of_a_form_and_only_its_variant",
                "report_lists_jit_sites", "namedtuple_and_tensor_extents_are_served",
+               "grid_lambdas_compiled_when_first_met",
                "disable_gives_the_kernels_back"]
 
 

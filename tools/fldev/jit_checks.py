@@ -435,6 +435,33 @@ def namedtuple_and_tensor_extents_are_served(env):
     return got == [((3, 2, 1), 1), ((5, 1, 1), 1), ((2, 3, 1), 1)], got
 
 
+@check
+def grid_lambdas_compiled_when_first_met(env):
+    """A lambda grid on a variant whose first call had a tuple, then another lambda closing over an
+    enclosing function's local: each traced when first met, later calls computed in C (no grid
+    call), with the grid Triton computes."""
+    k = env.K.no_spec  # its own variant, first met with a tuple grid
+    for _ in range(3):
+        k[(4,)](env.x, env.y, 777, BLOCK=128)
+
+    def site(n):
+        m = n * 2
+        g1 = lambda META: (triton.cdiv(n, META["BLOCK"]),)  # noqa: E731
+        g2 = lambda META: (triton.cdiv(m, META["BLOCK"]), 2)  # noqa: E731
+        out = []
+        for g in (g1, g2):
+            for _ in range(5):
+                k[g](env.x, env.y, n, BLOCK=128)
+            before = counts(k)["grid_calls"]
+            env.stub.record(0)
+            k[g](env.x, env.y, n, BLOCK=128)
+            out.append((tuple(env.stub.state.grid), counts(k)["grid_calls"] - before))
+        env.stub.count_only()
+        return out
+    got = site(777)
+    return got == [((7, 1, 1), 0), ((13, 2, 1), 0)], got
+
+
 def main(names):
     env = Env()
     failed = 0
