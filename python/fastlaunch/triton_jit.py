@@ -472,15 +472,15 @@ class _Policy:
             obj = getattr(knobs, name, None)
             if obj is not None and hasattr(obj, "__dict__"):
                 dicts.append(_watchable_dict(obj))
-        for (_, _), (_, g) in getattr(self.fn, "used_global_vals", {}).items():
-            dicts.append(g)
-        dicts.extend(g for g, _, _ in self.guards)
-        seen, out = set(), []
-        for d in dicts:
-            if isinstance(d, dict) and id(d) not in seen:
-                seen.add(id(d))
-                out.append(d)
-        return tuple(out)
+        # A module's globals the kernel or its traced grids read: watched for those names only (a
+        # loop variable written at module level is no change).
+        keyed = {}
+        for (name, _), (_, g) in getattr(self.fn, "used_global_vals", {}).items():
+            keyed.setdefault(id(g), (g, set()))[1].add(name)
+        for g, name, _ in self.guards:
+            keyed.setdefault(id(g), (g, set()))[1].add(name)
+        whole = {id(d): d for d in dicts if isinstance(d, dict) and id(d) not in keyed}
+        return tuple(whole.values()), tuple((g, tuple(sorted(n))) for g, n in keyed.values() if isinstance(g, dict))
 
     def _stock_reason(self, driver):
         import triton
@@ -513,8 +513,8 @@ class _Policy:
         return tuple(lists)
 
     def revalidate(self):
-        """(stock reason or None, device_fn, stream_fn, hook lists, watched dicts): called by the
-        dispatcher when a watched dict changed (and at its first call)."""
+        """(stock reason or None, device_fn, stream_fn, hook lists, watched dicts, keyed dicts):
+        called by the dispatcher when a watched dict changed (and at its first call)."""
         import triton
 
         driver = triton.runtime.driver.active
@@ -538,7 +538,7 @@ class _Policy:
                 if d_fn == dev and s_fn == stream:
                     dev, stream = d_cap, s_cap  # the driver's registered C functions
                     break
-        return (reason, dev, stream, hooks, self._watched())
+        return (reason, dev, stream, hooks, *self._watched())
 
     def bind(self, key, kernel, args, kwargs, grid):
         """Binds the variant Triton's run used for a call whose key had no plan."""

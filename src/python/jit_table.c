@@ -195,10 +195,10 @@ static void *source_of(PyObject **fn, PyObject *value, const char *capsule, int 
 FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
   PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
   if (!r) return -1;
-  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || !PyTuple_Check(PyTuple_GET_ITEM(r, 3)) ||
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) < 5 || PyTuple_GET_SIZE(r) > 6 || !PyTuple_Check(PyTuple_GET_ITEM(r, 3)) ||
       !PyTuple_Check(PyTuple_GET_ITEM(r, 4))) {
     Py_DECREF(r);
-    PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, device_fn, stream_fn, hook_lists, watched)");
+    PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, device_fn, stream_fn, hook_lists, watched[, keyed])");
     return -1;
   }
   PyObject *reason = PyTuple_GET_ITEM(r, 0), *hooks = PyTuple_GET_ITEM(r, 3);
@@ -228,6 +228,7 @@ FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
   if (cstream) *(void **)&self->c_stream = cstream;
   self->hook_lists = Py_NewRef(hooks);
   int rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 4));
+  if (rc == 0 && PyTuple_GET_SIZE(r) == 6) rc = fl_ext_watch_set_keyed(&self->watch, self->state, PyTuple_GET_ITEM(r, 5));
   for (int i = 0; i < 4; i++) Py_XDECREF(old[i]);
   Py_DECREF(r);
   return rc;

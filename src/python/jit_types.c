@@ -163,6 +163,7 @@ static int jit_traverse(PyObject *op, visitproc visit, void *arg) {
   JitObject *self = (JitObject *)op;
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->watch.dicts);
+  Py_VISIT(self->watch.keyed);
   Py_VISIT(self->fn);
   Py_VISIT(self->stock_run);
   Py_VISIT(self->policy);
@@ -187,6 +188,7 @@ static int jit_traverse(PyObject *op, visitproc visit, void *arg) {
 static int jit_clear(PyObject *op) {
   JitObject *self = (JitObject *)op;
   Py_CLEAR(self->watch.dicts); /* the version arrays go with the object */
+  Py_CLEAR(self->watch.keyed);
   self->watch.force = 1;
   Py_CLEAR(self->fn);
   Py_CLEAR(self->stock_run);

@@ -11,7 +11,8 @@
 
 #if PY_VERSION_HEX >= 0x030C0000
 #define FL_EXT_WATCHERS 1
-extern uint64_t fl_ext_watch_epoch;
+extern uint64_t fl_ext_watch_epoch;  /* moves when any dict watched whole changes */
+extern uint64_t fl_ext_watch_kepoch; /* moves when a keyed dict's key of interest is written (a second watcher) */
 #else
 #define FL_EXT_WATCHERS 0
 #endif
@@ -47,36 +48,75 @@ static inline uint64_t fl_ext_dict_version(PyObject *dict) {
 
 typedef struct {
   PyObject *dicts;     /* tuple of dicts (a new reference) */
-  PyObject **at;       /* the version tags' detector: its items (borrowed from the tuple) and their tags' sum */
+  PyObject **at;       /* the version tags' detector: the dicts (borrowed from the tuples) and their tags' sum */
   uint64_t sum;
   Py_ssize_t n;
   uint64_t epoch;      /* the watcher's: the epoch when last acknowledged (0 under another detector) */
   int force;           /* changed, whatever the dicts say */
+  /* Dicts of which only some keys matter (a module's globals a kernel or its traced grid reads): a
+   * tuple of (dict, names, values then), or NULL. A write to another key (a loop variable at module
+   * level) is no change: the second watcher moves kepoch only for names of interest, and the version
+   * tags' detector, seeing such a dict's tag move, compares the names' values. */
+  PyObject *keyed;
+  Py_ssize_t nk;       /* the version tags' detector: the keyed dicts, in `at` after the n others */
+  uint64_t ksum, kepoch;
 } fl_ext_watch;
 
-/* The version tags' sum moved since fl_ext_watch_set. */
-static inline int fl_ext_watch_sum_moved(const fl_ext_watch *w) {
-  PyObject *const *at = w->at;
-  Py_ssize_t n = w->n, i = 0;
-  if (n == 0) return 0;
+/* The sum of n dicts' version tags. */
+static inline uint64_t fl_ext_watch_sum(PyObject *const *at, Py_ssize_t n) {
+  Py_ssize_t i = 0;
   uint64_t sum = 0;
   for (; i + 4 <= n; i += 4) /* four at a time: two instructions a dict */
     sum += fl_ext_dict_version(at[i]) + fl_ext_dict_version(at[i + 1]) + fl_ext_dict_version(at[i + 2]) +
            fl_ext_dict_version(at[i + 3]);
   for (; i < n; i++) sum += fl_ext_dict_version(at[i]);
-  return sum != w->sum;
+  return sum;
 }
 
+/* Whether every name of every keyed dict holds the value it had (by identity). */
+static inline int fl_ext_watch_keyed_hold(const fl_ext_watch *w) {
+  for (Py_ssize_t i = 0; w->keyed && i < PyTuple_GET_SIZE(w->keyed); i++) {
+    PyObject *entry = PyTuple_GET_ITEM(w->keyed, i);
+    PyObject *d = PyTuple_GET_ITEM(entry, 0), *names = PyTuple_GET_ITEM(entry, 1), *vals = PyTuple_GET_ITEM(entry, 2);
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(names); j++) {
+      PyObject *v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(names, j)); /* str keys of a module's dict */
+      if (!v && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+      }
+      if ((v ? v : names) != PyTuple_GET_ITEM(vals, j)) return 0; /* `names` stands for absent */
+    }
+  }
+  return 1;
+}
+
+static inline int fl_ext_watch_moved(fl_ext_watch *w) {
+#if FL_EXT_WATCHERS
+  if (fl_ext_watch_mode == FL_WATCH_WATCHER) {
+    if (w->epoch != fl_ext_watch_epoch || !fl_ext_watch_keyed_hold(w)) return 1;
+    w->kepoch = fl_ext_watch_kepoch; /* a name of interest written elsewhere, or the same value again */
+    return 0;
+  }
+  if (fl_ext_watch_mode == FL_WATCH_NONE) return 1;
+#endif
+  if (fl_ext_watch_sum(w->at, w->n) != w->sum || !fl_ext_watch_keyed_hold(w)) return 1;
+  w->ksum = fl_ext_watch_sum(w->at + w->n, w->nk); /* another key of a keyed dict: no change */
+  return 0;
+}
+
+
 /* True when a watched dict may have changed since fl_ext_watch_set. */
-static inline int fl_ext_watch_changed(const fl_ext_watch *w) {
+static inline int fl_ext_watch_changed(fl_ext_watch *w) {
   if (w->force) return 1;
 #if FL_EXT_WATCHERS
-  if (FL_EXT_LIKELY(w->epoch == fl_ext_watch_epoch)) return 0;
+  if (FL_EXT_LIKELY(w->epoch == fl_ext_watch_epoch && w->kepoch == fl_ext_watch_kepoch)) return 0;
   /* The epoch moved, or another detector is in use (its epoch is 0, never the watcher's). */
-  if (FL_EXT_UNLIKELY(fl_ext_watch_mode == FL_WATCH_VERSIONS)) return fl_ext_watch_sum_moved(w);
-  return 1;
+  return fl_ext_watch_moved(w);
 #else
-  return fl_ext_watch_sum_moved(w);
+  if (FL_EXT_LIKELY(fl_ext_watch_sum(w->at, w->n) == w->sum &&
+                    (w->nk == 0 || fl_ext_watch_sum(w->at + w->n, w->nk) == w->ksum)))
+    return 0;
+  return fl_ext_watch_moved(w);
 #endif
 }
 
@@ -99,6 +139,9 @@ int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict);
 /* Watches `dicts` (a tuple of dicts) from now on. 0, or -1 with an exception (then `force` stays
  * set, so the next call looks again). */
 int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts);
+/* The keyed dicts: a tuple of (dict, tuple of str) or None; their names' values now are what later
+ * looks compare with. Call after fl_ext_watch_set. 0, or -1 with an exception (force set). */
+int fl_ext_watch_set_keyed(fl_ext_watch *w, fl_ext_state *st, PyObject *keyed);
 void fl_ext_watch_free(fl_ext_watch *w);
 /* The interpreter's dict watcher (3.12+; nothing before), or the detector that stands in when no
  * watcher id is left. Never fails: 0. */
