@@ -136,7 +136,8 @@ def _build_detached(torch, cxx: list, target: str) -> str | None:
     _log.info("fastlaunch: compiling its tensor reader for torch %s in the background into %s",
               torch.__version__, os.path.dirname(target))
     env = dict(os.environ, FL_LOG=target + ".log", FL_TMP=tmp, FL_TARGET=target)
-    code = subprocess.Popen(["/bin/sh", "-c", _DETACHED, *cmd], env=env, start_new_session=True,
+    nice = ["nice", "-n", "19"] if shutil.which("nice") else []  # the launches come first
+    code = subprocess.Popen([*nice, "/bin/sh", "-c", _DETACHED, *cmd], env=env, start_new_session=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).wait()
     if code == 0 and os.path.exists(target):
         return None
