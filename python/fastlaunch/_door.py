@@ -102,11 +102,16 @@ def _failed(cxx, target, code, output) -> str:
     return f"compiling it with {cxx[0]} failed (exit {code}: {last}); full log: {target}.log"
 
 
-def _build(torch, cxx: list, target: str) -> str | None:
-    """Compiles the door into `target`; None on success, else why (the log's path included)."""
+def _prepare(torch, cxx: list, target: str):
+    """(tmp, command): the compiler's command, writing to a file of this process and thread."""
     os.makedirs(os.path.dirname(target), exist_ok=True)
     tmp = f"{target}.{os.getpid()}.{threading.get_ident()}.tmp"
-    cmd = _command(torch, cxx, target, tmp)
+    return tmp, _command(torch, cxx, target, tmp)
+
+
+def _build(torch, cxx: list, target: str) -> str | None:
+    """Compiles the door into `target`; None on success, else why (the log's path included)."""
+    tmp, cmd = _prepare(torch, cxx, target)
     _log.warning("fastlaunch: compiling its tensor reader for torch %s (once per torch build) into %s",
                  torch.__version__, os.path.dirname(target))
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -130,9 +135,7 @@ _DETACHED = ('if "$0" "$@" >"$FL_LOG" 2>&1; then mv -f "$FL_TMP" "$FL_TARGET"; '
 
 
 def _build_detached(torch, cxx: list, target: str) -> str | None:
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    tmp = f"{target}.{os.getpid()}.{threading.get_ident()}.tmp"
-    cmd = _command(torch, cxx, target, tmp)
+    tmp, cmd = _prepare(torch, cxx, target)
     _log.info("fastlaunch: compiling its tensor reader for torch %s in the background into %s",
               torch.__version__, os.path.dirname(target))
     env = dict(os.environ, FL_LOG=target + ".log", FL_TMP=tmp, FL_TARGET=target)

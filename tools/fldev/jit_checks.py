@@ -462,17 +462,24 @@ def grid_lambdas_compiled_when_first_met(env):
     return got == [((7, 1, 1), 0), ((13, 2, 1), 0)], got
 
 
-def main(names):
-    env = Env()
+def run_checks(checks, env, names, mark_start=False):
+    """Runs the named checks (all when none), one JSON line each; with mark_start a line before each
+    too, so a crash (an ASan report) names the check that ran. 1 when any failed."""
     failed = 0
-    for name in names or list(CHECKS):
+    for name in names or list(checks):
+        if mark_start:
+            print(json.dumps({"check": name, "start": True}), flush=True)
         try:
-            ok, detail = CHECKS[name](env)
+            ok, detail = checks[name](env)
         except Exception:
             ok, detail = False, traceback.format_exc()[-1500:]
         failed += not ok
         print(json.dumps({"check": name, "ok": bool(ok), "detail": repr(detail)[:1500]}), flush=True)
     return 1 if failed else 0
+
+
+def main(names):
+    return run_checks(CHECKS, Env(), names)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import json
 import sys
-import traceback
 
 from fastlaunch import _C  # noqa: E402
 
@@ -395,17 +394,9 @@ def d12_watch_detector(env):
 
 
 def main(names):
-    env = Env()
-    failed = 0
-    for name in names or list(CHECKS):
-        print(json.dumps({"check": name, "start": True}), flush=True)  # an ASan report names the check that ran
-        try:
-            ok, detail = CHECKS[name](env)
-        except Exception:
-            ok, detail = False, traceback.format_exc()[-1500:]
-        failed += not ok
-        print(json.dumps({"check": name, "ok": bool(ok), "detail": repr(detail)[:1500]}), flush=True)
-    return 1 if failed else 0
+    from fldev.jit_checks import run_checks
+
+    return run_checks(CHECKS, Env(), names, mark_start=True)
 
 
 if __name__ == "__main__":
