@@ -158,6 +158,9 @@ reentry-sanitize: $(PYASAN)/stage/.built
 	@$(PY_ASAN_RUN) -m fldev.reentry --threads $(REENTRY_THREAD_SECONDS) > build/reentry-threads.json 2> build/reentry-threads.log || \
 	  { tail -60 build/reentry-threads.log; cat build/reentry-threads.json; exit 1; }
 	@echo "threads under ASan+UBSan: $$(cat build/reentry-threads.json)"
+	@$(PY_ASAN_RUN) -m pytest -q -p no:cacheprovider --noconftest tests/python/test_watch.py > build/reentry-watch.log 2>&1 || \
+	  { tail -40 build/reentry-watch.log; exit 1; }
+	@echo "watched dicts under ASan+UBSan: $$(tail -1 build/reentry-watch.log)"
 
 test: ctest ctest-sanitize clang-strict release-check ctest-tsan fuzz-quick jit-sanitize reentry-sanitize pytest
 

@@ -75,19 +75,24 @@ static inline uint64_t fl_ext_watch_sum(PyObject *const *at, Py_ssize_t n) {
 
 /* Whether every name of every keyed dict holds the value it had (by identity). */
 static inline int fl_ext_watch_keyed_hold(const fl_ext_watch *w) {
-  for (Py_ssize_t i = 0; w->keyed && i < PyTuple_GET_SIZE(w->keyed); i++) {
-    PyObject *entry = PyTuple_GET_ITEM(w->keyed, i);
+  if (!w->keyed) return 1;
+  /* Held: a lookup can run a colliding key's __eq__, whose code may revalidate and replace it. */
+  PyObject *keyed = Py_NewRef(w->keyed);
+  int hold = 1;
+  for (Py_ssize_t i = 0; hold && i < PyTuple_GET_SIZE(keyed); i++) {
+    PyObject *entry = PyTuple_GET_ITEM(keyed, i);
     PyObject *d = PyTuple_GET_ITEM(entry, 0), *names = PyTuple_GET_ITEM(entry, 1), *vals = PyTuple_GET_ITEM(entry, 2);
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(names); j++) {
-      PyObject *v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(names, j)); /* str keys of a module's dict */
-      if (!v && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
+      PyObject *v = PyDict_GetItemWithError(d, PyTuple_GET_ITEM(names, j)); /* borrowed: compared at once */
+      if (!v && PyErr_Occurred()) PyErr_Clear();
+      if ((v ? v : names) != PyTuple_GET_ITEM(vals, j)) { /* `names` stands for absent */
+        hold = 0;
+        break;
       }
-      if ((v ? v : names) != PyTuple_GET_ITEM(vals, j)) return 0; /* `names` stands for absent */
     }
   }
-  return 1;
+  Py_DECREF(keyed);
+  return hold;
 }
 
 static inline int fl_ext_watch_moved(fl_ext_watch *w) {

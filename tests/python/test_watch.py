@@ -60,3 +60,36 @@ def test_keyed_names_must_be_str():
     call = dispatcher(p)
     with pytest.raises(TypeError, match="names must be str"):
         call()
+
+
+def test_a_colliding_key_that_calls_back_in_while_the_names_are_read():
+    """A key of the watched dict whose hash collides with a watched name, its __eq__ calling the
+    dispatcher again (which revalidates and replaces what the outer look is reading): the outer look
+    ends on what it held, and the next call sees the name's change. Run under ASan by
+    make reentry-sanitize's build as well (tests/python under PY_ASAN_RUN)."""
+    calls = []
+
+    class Collide:
+        def __hash__(self):
+            return hash("N")
+
+        def __eq__(self, other):
+            if calls and len(calls) < 3:
+                calls.append("nested")
+                p.whole = ()  # what the nested revalidation installs instead
+                nested()
+            return False
+    g = {Collide(): 0, "N": 1, "i": 0}
+    p = Policy((), ((g, ("N",)),))
+    call = dispatcher(p)
+    nested = call
+    call()
+    call()
+    calls.append("armed")
+    g["i"] = 1  # the dict's tag moves (3.11) / not a name of interest (3.12+)
+    call()
+    g["N"] = 2
+    base = p.n
+    call()
+    assert p.n > base
+    assert "nested" in calls, calls
