@@ -95,7 +95,8 @@ static inline int fl_ext_watch_keyed_hold(const fl_ext_watch *w) {
   return hold;
 }
 
-static inline int fl_ext_watch_moved(fl_ext_watch *w) {
+/* Out of the launch path's way: a copy per file that calls it, never inlined there. */
+static FL_EXT_COLD __attribute__((noinline, unused)) int fl_ext_watch_moved(fl_ext_watch *w) {
 #if FL_EXT_WATCHERS
   if (fl_ext_watch_mode == FL_WATCH_WATCHER) {
     if (w->epoch != fl_ext_watch_epoch || !fl_ext_watch_keyed_hold(w)) return 1;
