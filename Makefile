@@ -44,11 +44,10 @@ $(ASAN)/build.ninja: $(VENV)/.deps build/.clang19
 # The extension's sources under the same clang and warnings (its sanitized run is fuzz-python's).
 PYINC = $(shell $(VPY) -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 clang-strict: $(VENV)/.deps build/.clang19
-	@for f in $$(git ls-files 'src/python/*.c'); do for t in "" -DFL_TESTING=1; do \
-	  [ "$$f" = src/python/testing.c ] && [ -z "$$t" ] && continue; \
-	  $(CLANG19) -std=c11 -Wall -Wextra -Werror -Wcast-function-type-strict -D_GNU_SOURCE -fsyntax-only $$t \
-	    -Iinclude -Isrc -Isrc/tensor -I$(PYINC) $$f || exit 1; done; done
-	@echo "clang 19, -Wcast-function-type-strict: src/python clean (release and testing builds)"
+	@for f in $$(git ls-files 'src/python/*.c'); do \
+	  $(CLANG19) -std=c11 -Wall -Wextra -Werror -Wcast-function-type-strict -D_GNU_SOURCE -fsyntax-only \
+	    -Iinclude -Isrc -Isrc/tensor -I$(PYINC) $$f || exit 1; done
+	@echo "clang 19, -Wcast-function-type-strict: src/python clean (the release files and the testing layer)"
 
 # The package (extension included) installed into the virtual environment, rebuilt when a source
 # changes: the testing build (bench loops, fault injection, Floor, grid_eval), which the Python suite
@@ -93,7 +92,7 @@ build/fuzz/.clang:
 	@touch $@
 
 build/fuzz/fuzz_%: fuzz/fuzz_%.c $(CORE_C) include/fastlaunch.h include/fastlaunch_testing.h build/fuzz/.clang
-	$(CLANG) -g -O1 -D_GNU_SOURCE -DFL_TESTING=1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	$(CLANG) -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Iinclude -Isrc $< $(CORE_C) -o $@ -lpthread -ldl -lm
 
 fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) fuzz-python

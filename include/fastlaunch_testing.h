@@ -41,6 +41,11 @@ FL_EXTERN fl_status fl_fault_inject(fl_fault_point point, uint32_t one_in, uint6
                                     fl_error *err);
 FL_EXTERN uint64_t fl_fault_fired(void); /* faults fired since the last fl_fault_inject */
 
+/* Plans created from now on (on) take pointers to any memory where their backend wants its
+ * device's (fl_backend_info.memory is FL_MEMORY_ANY), for the stand-in drivers, which launch
+ * nothing; off: plans created from then on check again. */
+FL_EXTERN void fl_accept_any_memory(bool on);
+
 /* ---------------------------------------------------------------------------------------------
  * Benchmarks.
  * ------------------------------------------------------------------------------------------- */

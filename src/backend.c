@@ -18,22 +18,20 @@ static const fl__backend *const backends[FL_BACKEND_COUNT] = {
     [FL_BACKEND_HIP] = &fl__backend_hip,
 };
 
-#ifdef FL_TESTING
-/* Testing builds: a wrapper standing in for a backend in plans created from now on (testing.c). */
-static _Atomic(const fl__backend *) wrapped[FL_BACKEND_COUNT];
+/* A table standing in for a backend in plans created from now on; read when a plan is made or a
+ * backend is asked about, never by a launch (a plan keeps its table). */
+static _Atomic(const fl__backend *) stand_in[FL_BACKEND_COUNT];
 
-void fl__backend_wrap(fl_backend_id backend, const fl__backend *wrapper) { atomic_store(&wrapped[backend], wrapper); }
+void fl__backend_stand_in(fl_backend_id backend, const fl__backend *table) {
+  atomic_store(&stand_in[backend], table);
+}
 
 const fl__backend *fl__backend_builtin(fl_backend_id backend) { return backends[backend]; }
-#endif
 
 const fl__backend *fl__backend_get(fl_backend_id backend) {
   if ((unsigned)backend >= FL_BACKEND_COUNT) return NULL;
-#ifdef FL_TESTING
-  const fl__backend *wrapper = atomic_load(&wrapped[backend]);
-  if (wrapper) return wrapper;
-#endif
-  return backends[backend];
+  const fl__backend *table = atomic_load(&stand_in[backend]);
+  return table ? table : backends[backend];
 }
 
 /* The hooks are set once (the extension's import) and read only by launches that must wait. */
@@ -68,16 +66,6 @@ fl_status fl_backend_info_get(fl_backend_id backend, fl_backend_info *info, fl_e
   fl__ok(err);
   return FL_OK;
 }
-
-#ifdef FL_TESTING
-fl_status fl_bench_launch_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
-                               uint64_t n, uint64_t *ns, fl_error *err) {
-  if (!plan || !packed || !grid || !ns) return fl__fail(err, FL_BAD_VALUE, true, "bench_loop_args_null");
-  if (!plan->base->bench_loop)
-    return fl__fail(err, FL_UNSUPPORTED, true, "bench_loop_unsupported:%s", plan->base->name);
-  return plan->base->bench_loop(plan->base, plan, stream, packed, grid, n, ns, err);
-}
-#endif
 
 fl_status fl_backend_configure(fl_backend_id backend, const char *name, const char *value, fl_error *err) {
   fl_error local;

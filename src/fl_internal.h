@@ -4,9 +4,6 @@
 
 #include "fastlaunch.h"
 #include "grid_shape.h"
-#ifdef FL_TESTING
-#include "fastlaunch_testing.h"
-#endif
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -133,11 +130,9 @@ struct fl__backend {
   fl_status (*stream_count)(const fl__backend *self, uint64_t stream, uint64_t *count, fl_error *err);
   /* Optional: the device index of the plan's kernel (fl_plan_device); absent: -1. */
   int (*plan_device)(const fl__backend *self, const fl_plan *plan);
-#ifdef FL_TESTING
-  /* Optional: the backend's own launch loop (fl_bench_launch_loop, testing builds). */
-  fl_status (*bench_loop)(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *packed,
-                          const uint32_t grid[3], uint64_t n, uint64_t *ns, fl_error *err);
-#endif
+  /* Optional: a symbol of the backend's runtime library, loading it first; NULL when the backend
+   * has none, fails to load, or lacks the name. For layers added from outside the backend. */
+  void *(*symbol)(const fl__backend *self, const char *name);
 };
 
 /* A backend's load, run once: the first caller runs it under the lock, every later one reads
@@ -156,12 +151,10 @@ fl_status fl__setting_path(fl__load_once *once, const char *backend, const char 
 
 /* The table plans of that backend are created with; NULL when out of range. */
 const fl__backend *fl__backend_get(fl_backend_id backend);
-#ifdef FL_TESTING
-/* Testing builds: the backend's own table, and a wrapper (NULL: none) that fl__backend_get returns
- * in its place from now on (fault injection, testing.c). */
+/* The backend's own table, and a table (NULL: none) that fl__backend_get returns in its place from
+ * now on: a layer added from outside (fault injection), which plans created meanwhile keep. */
 const fl__backend *fl__backend_builtin(fl_backend_id backend);
-void fl__backend_wrap(fl_backend_id backend, const fl__backend *wrapper);
-#endif
+void fl__backend_stand_in(fl_backend_id backend, const fl__backend *table);
 /* Around a wait on the launching thread: the hooks set with fl_set_wait_hooks (backend.c). */
 void *fl__wait_begin(void);
 void fl__wait_end(void *token);

@@ -1,11 +1,15 @@
-/* testing.c: fault injection for the exactly-once tests, as a wrapper around each backend (testing
- * builds only). A plan created while its backend is wrapped (fl_fault_wrap) has the wrapper as its
- * table: a copy of the backend's with its own submit, which forwards every launch to the backend's
- * submit unless a fault is armed on that plan. Plans carry no test field, and a plan created while
- * its backend is not wrapped launches exactly as in a release build. */
-#include "fl_internal.h"
+/* testing.c: the testing build's layer, added from outside the backends (fastlaunch_testing.h).
+ * Fault injection for the exactly-once tests and host memory accepted for the stand-in drivers are
+ * tables standing in for a backend (fl__backend_stand_in): copies of the backend's, one with its
+ * own submit, which forwards every launch to the backend's submit unless a fault is armed on that
+ * plan, one that takes any memory. Plans carry no test field, and a plan created while its backend
+ * has no stand-in launches exactly as in a release build. The GPU backends' floor loop and module
+ * loading reach the vendor runtime through the backend's `symbol`. */
+#include "backends/gpu_runtime.h"
+#include "fastlaunch_testing.h"
 
 #include <pthread.h>
+#include <time.h>
 
 /* The armed fault: its point, odds and sequence, and the plan it targets. */
 static atomic_int fault_point = FL_FAULT_NONE;
@@ -54,31 +58,49 @@ static fl_status fault_submit(const fl__backend *self, const fl_plan *plan, uint
   return real->submit(real, plan, stream, args, grid, err);
 }
 
-/* One wrapper per backend, filled once: the backend's table with fault_submit as its submit. They
- * are never written again, since plans made while wrapped keep pointing at them. */
-static fl__backend wrappers[FL_BACKEND_COUNT];
-static pthread_once_t wrappers_once = PTHREAD_ONCE_INIT;
+/* The stand-ins, filled once: per backend, variant bit 1 has fault_submit as its submit, bit 2
+ * takes any memory. They are never written again, since plans made meanwhile keep pointing at them. */
+enum { STAND_FAULT = 1, STAND_ANY_MEMORY = 2 };
+static fl__backend tables[FL_BACKEND_COUNT][4];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t stand_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned variant[FL_BACKEND_COUNT]; /* under stand_lock */
 
-static void fill_wrappers(void) {
+static void fill_tables(void) {
   for (int b = 0; b < FL_BACKEND_COUNT; b++) {
-    wrappers[b] = *fl__backend_builtin((fl_backend_id)b);
-    wrappers[b].submit = fault_submit;
+    for (unsigned v = 0; v < 4; v++) {
+      tables[b][v] = *fl__backend_builtin((fl_backend_id)b);
+      if (v & STAND_FAULT) tables[b][v].submit = fault_submit;
+      if (v & STAND_ANY_MEMORY) tables[b][v].memory = FL_MEMORY_ANY;
+    }
   }
+}
+
+static void set_variant(fl_backend_id b, unsigned bit, bool on) {
+  pthread_once(&tables_once, fill_tables);
+  pthread_mutex_lock(&stand_lock);
+  variant[b] = on ? variant[b] | bit : variant[b] & ~bit;
+  fl__backend_stand_in(b, variant[b] ? &tables[b][variant[b]] : NULL);
+  pthread_mutex_unlock(&stand_lock);
 }
 
 fl_status fl_fault_wrap(fl_backend_id backend, bool on, fl_error *err) {
   if ((unsigned)backend >= FL_BACKEND_COUNT) return fl__fail(err, FL_BAD_VALUE, true, "backend_unknown:%d", (int)backend);
-  pthread_once(&wrappers_once, fill_wrappers);
-  fl__backend_wrap(backend, on ? &wrappers[backend] : NULL);
+  set_variant(backend, STAND_FAULT, on);
   fl__ok(err);
   return FL_OK;
+}
+
+void fl_accept_any_memory(bool on) {
+  for (int b = 0; b < FL_BACKEND_COUNT; b++) set_variant((fl_backend_id)b, STAND_ANY_MEMORY, on);
 }
 
 fl_status fl_fault_inject(fl_fault_point point, uint32_t one_in, uint64_t seed, const fl_plan *plan, fl_error *err) {
   if ((unsigned)point >= FL_FAULT_COUNT)
     return fl__fail(err, FL_BAD_VALUE, true, "fault_point_unknown:%d", (int)point);
   if (point == FL_FAULT_NONE || one_in == 0) plan = NULL;
-  if (plan && plan->base != &wrappers[plan->backend])
+  if (plan && plan->base != &tables[plan->backend][STAND_FAULT] &&
+      plan->base != &tables[plan->backend][STAND_FAULT | STAND_ANY_MEMORY])
     return fl__fail(err, FL_BAD_VALUE, true, "fault_plan_not_wrapped:%s", plan->base->name);
   pthread_mutex_lock(&arm_lock);
   /* Disarm first, so a launch in flight never sees the new settings half-written. */
@@ -99,3 +121,119 @@ fl_status fl_fault_inject(fl_fault_point point, uint32_t one_in, uint64_t seed, 
 }
 
 uint64_t fl_fault_fired(void) { return atomic_load(&fault_fired); }
+
+/* ---- the GPU backends' runtimes, reached through `symbol` ---- */
+
+/* The calls a floor loop and a module load make, under each vendor's names, with the shapes both
+ * runtimes share (handles are pointers, results ints). */
+typedef struct vendor_calls {
+  const char *load, *get_function, *unload, *launch;
+} vendor_calls;
+
+static const vendor_calls *calls_of(fl_backend_id backend) {
+  static const vendor_calls cuda = {"cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel"};
+  static const vendor_calls hip = {"hipModuleLoadData", "hipModuleGetFunction", "hipModuleUnload",
+                                   "hipModuleLaunchKernel"};
+  return backend == FL_BACKEND_CUDA ? &cuda : backend == FL_BACKEND_HIP ? &hip : NULL;
+}
+
+static void *sym(const fl__backend *be, const char *name) { return be->symbol ? be->symbol(be, name) : NULL; }
+
+/* The runtime's name for a result: cuGetErrorName writes it, hipGetErrorName returns it. */
+static const char *error_name(fl_backend_id backend, int r) {
+  const fl__backend *be = fl__backend_builtin(backend);
+  const char *name = NULL;
+  if (backend == FL_BACKEND_CUDA) {
+    int (*get)(int, const char **);
+    *(void **)&get = sym(be, "cuGetErrorName");
+    if (!get || get(r, &name) != 0) name = NULL;
+    return name ? name : "CUDA_ERROR_UNKNOWN";
+  }
+  const char *(*get)(int);
+  *(void **)&get = sym(be, "hipGetErrorName");
+  name = get ? get(r) : NULL;
+  return name ? name : "hipErrorUnknown";
+}
+
+static fl_status module_load(fl_backend_id backend, const void *image, const char *name, void **function,
+                             void **module, fl_error *err) {
+  const fl__backend *be = fl__backend_builtin(backend);
+  const vendor_calls *c = calls_of(backend);
+  fl_status st = be->load(be, err);
+  if (st != FL_OK) return st;
+  if (!image || !name || !function || !module)
+    return fl__fail(err, FL_BAD_VALUE, true, "%s_module_args_null", be->name);
+  int (*load)(void **, const void *), (*get)(void **, void *, const char *), (*unload)(void *);
+  *(void **)&load = sym(be, c->load);
+  *(void **)&get = sym(be, c->get_function);
+  *(void **)&unload = sym(be, c->unload);
+  if (!load || !get || !unload) return fl__fail(err, FL_UNSUPPORTED, true, "%s_module_calls_missing", be->name);
+  void *mod = NULL, *fn = NULL;
+  int r = load(&mod, image);
+  if (r != 0) return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:%s:%s:%s", be->name, c->load, error_name(backend, r));
+  r = get(&fn, mod, name);
+  if (r != 0) {
+    unload(mod);
+    return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:%s:%s:%s:%.40s", be->name, c->get_function,
+                    error_name(backend, r), name);
+  }
+  *function = fn;
+  *module = mod;
+  fl__ok(err);
+  return FL_OK;
+}
+
+static void module_unload(fl_backend_id backend, void *module) {
+  const fl__backend *be = fl__backend_builtin(backend);
+  int (*unload)(void *);
+  *(void **)&unload = module ? sym(be, calls_of(backend)->unload) : NULL;
+  if (unload) unload(module);
+}
+
+fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module, fl_error *err) {
+  return module_load(FL_BACKEND_CUDA, image, name, function, module, err);
+}
+void fl_cuda_module_unload(void *module) { module_unload(FL_BACKEND_CUDA, module); }
+fl_status fl_hip_module_load(const void *image, const char *name, void **function, void **module, fl_error *err) {
+  return module_load(FL_BACKEND_HIP, image, name, function, module, err);
+}
+void fl_hip_module_unload(void *module) { module_unload(FL_BACKEND_HIP, module); }
+
+/* The runtime's floor: the launch call in a C loop with a parameter array over `packed`, the block
+ * and grid as the backend computes them (cuda: 32 x num_warps threads, x times the cluster's CTAs;
+ * hip: warp_size x num_warps). */
+fl_status fl_bench_launch_loop(const fl_plan *plan, uint64_t stream, const void *packed, const uint32_t grid[3],
+                               uint64_t n, uint64_t *ns, fl_error *err) {
+  if (!plan || !packed || !grid || !ns) return fl__fail(err, FL_BAD_VALUE, true, "bench_loop_args_null");
+  const vendor_calls *c = calls_of(plan->backend);
+  int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                void **);
+  *(void **)&launch = c ? sym(plan->base, c->launch) : NULL;
+  if (!launch || plan->layout.hidden_count > 16)
+    return fl__fail(err, FL_UNSUPPORTED, true, "bench_loop_unsupported:%s", plan->base->name);
+  unsigned gx = grid[0], block, shared;
+  if (plan->backend == FL_BACKEND_CUDA) {
+    const fl_cuda_options *o = &plan->target.cuda;
+    gx *= o->num_ctas ? o->num_ctas : 1;
+    block = 32 * (o->num_warps ? o->num_warps : 4);
+    shared = o->shared_mem;
+  } else {
+    const fl_hip_options *o = &plan->target.hip;
+    block = (o->warp_size ? o->warp_size : 64) * (o->num_warps ? o->num_warps : 4);
+    shared = o->shared_mem;
+  }
+  void *params[FL__MAX_ARGS + 16];
+  fl__gpu_param_array(plan, packed, params);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (uint64_t i = 0; i < n; i++) {
+    int r = launch(plan->kernel, gx, grid[1], grid[2], block, 1, 1, shared, (void *)(uintptr_t)stream, params, NULL);
+    if (r != 0)
+      return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:%s:%s:%s", plan->base->name, c->launch,
+                                error_name(plan->backend, r));
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *ns = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+  fl__ok(err);
+  return FL_OK;
+}

@@ -47,6 +47,9 @@ VARIABLES = (
              "it ahead of time)."),
     Variable("FASTLAUNCH_CUDA_PARAMS", "choice:array|packed", "packed", "import fastlaunch (the cuda backend's setting)",
              "`array` passes kernel arguments to cuLaunchKernel as an array of pointers instead of one packed buffer."),
+    Variable("FASTLAUNCH_LIBCUDA", "path", "libcuda.so.1 (the loader's)", "import fastlaunch (the cuda backend's setting)",
+             "The CUDA driver the cuda backend opens instead of the loader's libcuda.so.1; it must be the driver "
+             "torch and Triton use in the process."),
     Variable("FASTLAUNCH_LIBASCENDCL", "path", "libascendcl.so", "import fastlaunch (the npu backend's setting)",
              "The Ascend ACL library to open instead of the system's."),
     Variable("FASTLAUNCH_LIBRUNTIME", "path", "libruntime.so", "import fastlaunch (the npu backend's setting)",
@@ -78,6 +81,7 @@ class Config:
     libascendcl: Optional[str] = None
     libruntime: Optional[str] = None
     libtorch_npu: Optional[str] = None
+    libcuda: Optional[str] = None
     libhip: Optional[str] = None
 
 
@@ -120,6 +124,7 @@ def read(environ: Optional[Mapping[str, str]] = None) -> Config:
         libascendcl=env.get("FASTLAUNCH_LIBASCENDCL") or None,
         libruntime=env.get("FASTLAUNCH_LIBRUNTIME") or None,
         libtorch_npu=env.get("FASTLAUNCH_LIBTORCH_NPU") or None,
+        libcuda=env.get("FASTLAUNCH_LIBCUDA") or None,
         libhip=env.get("FASTLAUNCH_LIBHIP") or env.get("TRITON_LIBHIP_PATH") or _torch_libhip(),
     )
 
@@ -150,7 +155,7 @@ def _torch_libhip() -> Optional[str]:
 
 def backend_settings(cfg: Config):
     """(backend, setting, value) for each backend setting the configuration gives."""
-    out = [("cuda", "params", cfg.cuda_params)]
+    out = [("cuda", "params", cfg.cuda_params)] + ([("cuda", "library", cfg.libcuda)] if cfg.libcuda else [])
     out += [("npu", name, value) for name, value in (("libascendcl", cfg.libascendcl), ("libruntime", cfg.libruntime))
             if value]
     out += [("hip", "params", cfg.hip_params)] + ([("hip", "library", cfg.libhip)] if cfg.libhip else [])

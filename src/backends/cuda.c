@@ -1,19 +1,18 @@
 /* cuda.c: the CUDA backend: libcuda opened with dlopen at first use, launches of Triton cubins
  * with the packed buffer (or a parameter array), block = 32 x num_warps, shared memory, clusters,
  * cooperative and programmatic-dependent launch. */
-#include "../dl.h"
 #include "cuda_api.h"
+#include "gpu_runtime.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* The backend's state. One per process: the driver is a process-wide library, loaded once (its
  * symbols and its own state are the process's), and the settings say how it is loaded. */
 typedef struct cuda_state {
-  fl__load_once once;
+  fl__gpu_runtime rt; /* first: the shared loading and settings (gpu_runtime.h) */
   /* Every driver symbol is resolved once, at load. */
   struct {
     fl_CUresult (*cuInit)(unsigned int);
@@ -23,86 +22,33 @@ typedef struct cuda_state {
     fl_CUresult (*cuDeviceGetAttribute)(int *, int, fl_CUdevice);
     fl_CUresult (*cuFuncGetAttribute)(int *, int, fl_CUfunction);
     fl_CUresult (*cuFuncSetAttribute)(fl_CUfunction, int, int);
-    fl_CUresult (*cuModuleLoadData)(fl_CUmodule *, const void *);
-    fl_CUresult (*cuModuleGetFunction)(fl_CUfunction *, fl_CUmodule, const char *);
-    fl_CUresult (*cuModuleUnload)(fl_CUmodule);
     fl_CUresult (*cuLaunchKernel)(fl_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   unsigned, fl_CUstream, void **, void **);
     fl_CUresult (*cuLaunchKernelEx)(const fl_CUlaunchConfig *, fl_CUfunction, void **, void **);
   } drv;
-  fl_status load_status;
-  char load_why[FL_REASON_MAX - 32];
-  void *libcuda;
-  /* Settings (fl_backend_configure): "params" = "array" passes a kernelParams array instead of the
-   * packed buffer; "library" (testing builds) opens another driver, the tests' stand-in. */
-  bool use_param_array;
-  char library[4096];
 } cuda_state;
 
-static cuda_state the_state = {.once = FL__LOAD_ONCE_INIT, .load_status = FL_BACKEND_UNAVAILABLE};
+static void load_driver(fl__gpu_runtime *rt);
+static cuda_state the_state = {.rt = FL__GPU_RUNTIME_INIT("cuda", load_driver)};
 
-#define SYM(name, required)                                                                        \
-  do {                                                                                             \
-    *(void **)&st->drv.name = fl__dl_sym(st->libcuda, #name, st->load_why, sizeof st->load_why);   \
-    if (!st->drv.name && (required)) return;                                                       \
-  } while (0)
+#define SYM(name) fl__gpu_sym(rt, (void **)&st->drv.name, #name)
 
-static void load_driver(void *state) {
-  cuda_state *st = state;
+static void load_driver(fl__gpu_runtime *rt) {
+  cuda_state *st = (cuda_state *)rt;
   static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-  const char *const custom[] = {st->library, NULL};
-  st->libcuda = fl__dl_open(st->library[0] ? custom : names, st->load_why, sizeof st->load_why);
-  if (!st->libcuda) return;
-  SYM(cuInit, true);
-  SYM(cuGetErrorName, true);
-  SYM(cuCtxGetCurrent, true);
-  SYM(cuCtxGetDevice, true);
-  SYM(cuDeviceGetAttribute, true);
-  SYM(cuFuncGetAttribute, true);
-  SYM(cuFuncSetAttribute, true);
-  SYM(cuModuleLoadData, true);
-  SYM(cuModuleGetFunction, true);
-  SYM(cuModuleUnload, true);
-  SYM(cuLaunchKernel, true);
-  SYM(cuLaunchKernelEx, false); /* drivers before CUDA 12 lack it; plans needing it are refused */
+  if (!fl__gpu_open_library(rt, names)) return;
+  if (!SYM(cuInit) || !SYM(cuGetErrorName) || !SYM(cuCtxGetCurrent) || !SYM(cuCtxGetDevice) ||
+      !SYM(cuDeviceGetAttribute) || !SYM(cuFuncGetAttribute) || !SYM(cuFuncSetAttribute) || !SYM(cuLaunchKernel))
+    return;
+  (void)SYM(cuLaunchKernelEx); /* drivers before CUDA 12 lack it; plans needing it are refused */
   fl_CUresult r = st->drv.cuInit(0);
   if (r != FL_CUDA_SUCCESS) {
     const char *name = NULL;
     if (st->drv.cuGetErrorName(r, &name) != FL_CUDA_SUCCESS || !name) name = "CUDA_ERROR_UNKNOWN";
-    snprintf(st->load_why, sizeof st->load_why, "cuInit:%s:%d", name, r);
+    snprintf(rt->load_why, sizeof rt->load_why, "cuInit:%s:%d", name, r);
     return;
   }
-  st->load_status = FL_OK;
-}
-
-static fl_status cuda_configure(const fl__backend *self, const char *name, const char *value, fl_error *err) {
-  cuda_state *st = self->state;
-  if (strcmp(name, "params") == 0) {
-    if (!value || (strcmp(value, "array") != 0 && strcmp(value, "packed") != 0))
-      return fl__fail(err, FL_BAD_VALUE, true, "setting_invalid:cuda:params");
-    bool array = strcmp(value, "array") == 0;
-    pthread_mutex_lock(&st->once.lock);
-    bool loaded = atomic_load_explicit(&st->once.done, memory_order_relaxed);
-    if (!loaded) st->use_param_array = array;
-    bool same = st->use_param_array == array;
-    pthread_mutex_unlock(&st->once.lock);
-    if (!same) return fl__fail(err, FL_UNSUPPORTED, true, "backend_loaded:cuda:params");
-    fl__ok(err);
-    return FL_OK;
-  }
-#ifdef FL_TESTING
-  if (strcmp(name, "library") == 0)
-    return fl__setting_path(&st->once, "cuda", name, value, st->library, sizeof st->library, err);
-#endif
-  return fl__fail(err, FL_BAD_VALUE, true, "setting_unknown:cuda:%.40s", name);
-}
-
-static fl_status cuda_load(const fl__backend *self, fl_error *err) {
-  cuda_state *st = self->state;
-  fl__load_once_run(&st->once, load_driver, st);
-  if (st->load_status != FL_OK)
-    return fl__fail(err, FL_BACKEND_UNAVAILABLE, true, "backend_unavailable:cuda:%s", st->load_why);
-  return FL_OK;
+  rt->load_status = FL_OK;
 }
 
 static const char *cu_error_name(const cuda_state *st, fl_CUresult r) {
@@ -113,8 +59,8 @@ static const char *cu_error_name(const cuda_state *st, fl_CUresult r) {
 
 /* Per-plan state, immutable after plan_init. */
 typedef struct cuda_plan {
+  fl__gpu_plan gpu; /* first: the device of ctx */
   fl_CUcontext ctx; /* the context current when the plan was made: its kernel handle belongs there */
-  int device;       /* that context's device */
   unsigned block_x;
   unsigned num_ctas;
   unsigned shared;
@@ -137,7 +83,7 @@ static fl_status cuda_plan_init(const fl__backend *self, fl_plan *plan, const fl
     return fl__fail(err, FL_BAD_STREAM, false, "cuda_no_current_context");
   }
   fl_CUdevice dev0;
-  cp->device = st->drv.cuCtxGetDevice(&dev0) == FL_CUDA_SUCCESS ? (int)dev0 : -1;
+  cp->gpu.device = st->drv.cuCtxGetDevice(&dev0) == FL_CUDA_SUCCESS ? (int)dev0 : -1;
   cp->block_x = 32 * warps;
   cp->num_ctas = ctas;
   cp->shared = c->shared_mem;
@@ -195,12 +141,6 @@ driver_error:
   return fl__fail(err, FL_BACKEND_ERROR, true, "backend_error:cuda:%s", cu_error_name(st, r));
 }
 
-static void cuda_plan_fini(const fl__backend *self, fl_plan *plan) {
-  (void)self;
-  fl__free(plan->backend_data);
-  plan->backend_data = NULL;
-}
-
 /* The launch goes to the thread's current context, which can change (or be popped) between
  * launches: it must still be the plan's, or the driver would fail after the boundary. Asked of the
  * driver on every launch (a thread-local read in libcuda); refused before anything is submitted. */
@@ -222,11 +162,8 @@ static fl_status cuda_submit(const fl__backend *self, const fl_plan *plan, uint6
                    FL_CU_LAUNCH_PARAM_END};
   void **params = NULL, **extra_p = extra;
   void *param_array[FL__MAX_ARGS + FL_CUDA_MAX_HIDDEN_PTRS];
-  if (st->use_param_array) {
-    size_t n = 0;
-    for (size_t i = 0; i < plan->nargs; i++) param_array[n++] = (unsigned char *)args + plan->offsets[i];
-    for (uint32_t h = 0; h < plan->layout.hidden_count; h++)
-      param_array[n++] = (unsigned char *)args + plan->layout.hidden_first + 8 * h;
+  if (st->rt.use_param_array) {
+    fl__gpu_param_array(plan, args, param_array);
     params = param_array;
     extra_p = NULL;
   }
@@ -245,16 +182,6 @@ static fl_status cuda_submit(const fl__backend *self, const fl_plan *plan, uint6
   return FL_OK;
 }
 
-#ifdef FL_TESTING
-static fl_status cuda_bench_loop(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *packed,
-                                 const uint32_t grid[3], uint64_t n, uint64_t *ns, fl_error *err);
-#endif
-
-static int cuda_plan_device(const fl__backend *self, const fl_plan *plan) {
-  (void)self;
-  return ((const cuda_plan *)plan->backend_data)->device;
-}
-
 const fl__backend fl__backend_cuda = {
     .name = "cuda",
     .state = &the_state,
@@ -266,64 +193,11 @@ const fl__backend fl__backend_cuda = {
     .grid_max_product = 0,
     .grid_allow_zero = true,
     .max_args_size = 32764,
-    .configure = cuda_configure,
-    .load = cuda_load,
+    .configure = fl__gpu_configure,
+    .load = fl__gpu_load,
+    .symbol = fl__gpu_symbol,
     .plan_init = cuda_plan_init,
-    .plan_fini = cuda_plan_fini,
+    .plan_fini = fl__gpu_plan_fini,
     .submit = cuda_submit,
-    .plan_device = cuda_plan_device,
-#ifdef FL_TESTING
-    .bench_loop = cuda_bench_loop,
-#endif
+    .plan_device = fl__gpu_plan_device,
 };
-
-#ifdef FL_TESTING
-/* ---- module loading, for tools and tests that bring their own cubin (testing builds) ---- */
-
-fl_status fl_cuda_module_load(const void *image, const char *name, void **function, void **module, fl_error *err) {
-  const cuda_state *cs = &the_state;
-  fl_status st = cuda_load(fl__backend_get(FL_BACKEND_CUDA), err);
-  if (st != FL_OK) return st;
-  if (!image || !name || !function || !module) return fl__fail(err, FL_BAD_VALUE, true, "cuda_module_args_null");
-  fl_CUmodule mod;
-  fl_CUfunction fn;
-  fl_CUresult r = cs->drv.cuModuleLoadData(&mod, image);
-  if (r != FL_CUDA_SUCCESS) return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:cuda:%s", cu_error_name(cs, r));
-  r = cs->drv.cuModuleGetFunction(&fn, mod, name);
-  if (r != FL_CUDA_SUCCESS) {
-    cs->drv.cuModuleUnload(mod);
-    return fl__fail(err, FL_KERNEL_LOAD, true, "kernel_load:cuda:%s:%.40s", cu_error_name(cs, r), name);
-  }
-  *function = fn;
-  *module = mod;
-  return FL_OK;
-}
-
-void fl_cuda_module_unload(void *module) {
-  if (module && the_state.load_status == FL_OK) the_state.drv.cuModuleUnload((fl_CUmodule)module);
-}
-
-/* ---- the driver's floor, for benchmarks: cuLaunchKernel in a C loop with a parameter array ---- */
-
-static fl_status cuda_bench_loop(const fl__backend *self, const fl_plan *plan, uint64_t stream, const void *packed,
-                                 const uint32_t grid[3], uint64_t n, uint64_t *ns, fl_error *err) {
-  const cuda_state *st = self->state;
-  const cuda_plan *cp = plan->backend_data;
-  void *params[FL__MAX_ARGS + FL_CUDA_MAX_HIDDEN_PTRS];
-  size_t np = 0;
-  for (size_t i = 0; i < plan->nargs; i++) params[np++] = (unsigned char *)packed + plan->offsets[i];
-  for (uint32_t h = 0; h < plan->layout.hidden_count; h++)
-    params[np++] = (unsigned char *)packed + plan->layout.hidden_first + 8 * h;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (uint64_t i = 0; i < n; i++) {
-    fl_CUresult r = st->drv.cuLaunchKernel((fl_CUfunction)plan->kernel, grid[0] * cp->num_ctas, grid[1], grid[2],
-                                       cp->block_x, 1, 1, cp->shared, (fl_CUstream)(uintptr_t)stream, params, NULL);
-    if (r != FL_CUDA_SUCCESS)
-      return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(st, r));
-  }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  *ns = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
-  return FL_OK;
-}
-#endif /* FL_TESTING */

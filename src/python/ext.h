@@ -75,11 +75,6 @@ typedef struct {
    * plan), 1 installed, -1 installed but unusable (npu launches refused), -2 no shim built. */
   int npu_queue_state;
   char npu_queue_why[160];
-#ifdef FL_TESTING
-  /* Testing builds (accept_host_memory): plans made from now on accept host tensors where their
-   * backend wants device memory, for the stand-in drivers that launch nothing. */
-  bool any_memory;
-#endif
 } fl_ext_state;
 
 /* Python 3.10's headers have no Py_NO_INLINE (3.11 added it). */
@@ -328,8 +323,8 @@ PyObject **fl_ext_heuristics_spare(PyObject *dispatcher);
 FL_EXT_COLD void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj);
 Py_ssize_t fl_ext_name_index(PyObject *names, PyObject *key);
 
-/* ---- 4. testing.c ---- */
-extern PyMethodDef fl_ext_testing_methods[];
-int fl_ext_add_testing_types(PyObject *module, fl_ext_state *st);
+/* ---- 4. what a build adds to the module beyond the product: extras.c in a wheel (nothing), the
+ * testing build's layer in its place ---- */
+int fl_ext_add_extras(PyObject *module, fl_ext_state *st);
 
 #endif

@@ -231,10 +231,7 @@ static int module_exec(PyObject *module) {
   if (fl_ext_add_heuristics_type(module, st) < 0) return -1;
   if (fl_ext_add_tuner_slot_type(module, st) < 0) return -1;
   if (fl_ext_add_jit_call_types(module, st) < 0) return -1;
-#ifdef FL_TESTING
-  if (fl_ext_add_testing_types(module, st) < 0) return -1;
-  if (PyModule_AddFunctions(module, fl_ext_testing_methods) < 0) return -1;
-#endif
+  if (fl_ext_add_extras(module, st) < 0) return -1;
   if (PyModule_AddIntConstant(module, "STACK_ARGS", 4096) < 0) return -1;
   return 0;
 }

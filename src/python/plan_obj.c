@@ -202,12 +202,7 @@ static fl_PlanObject *wrap_plan(PyTypeObject *type, fl_ext_state *st, fl_plan *p
   self->arg_names = Py_XNewRef(names);
   self->args.nruntime = self->args.ncall = fl_plan_runtime_arg_count(plan);
   self->args.kinds = kinds;
-#ifdef FL_TESTING
-  /* Host tensors standing in for device memory (the stand-in drivers), when a test asked. */
-  self->args.memory = st->any_memory ? FL_MEMORY_ANY : info->memory;
-#else
-  self->args.memory = info->memory; /* a release build always checks where a tensor lives */
-#endif
+  self->args.memory = info->memory; /* where a tensor must live, as the backend's table says */
   self->args.device = fl_plan_device(plan);
   if (!self->name) Py_CLEAR(self);
   return self;

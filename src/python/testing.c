@@ -199,7 +199,8 @@ static PyObject *ext_fault_wrap(PyObject *module, PyObject *args) {
 static PyObject *ext_accept_host_memory(PyObject *module, PyObject *args) {
   int on = 1;
   if (!PyArg_ParseTuple(args, "|p:accept_host_memory", &on)) return NULL;
-  ((fl_ext_state *)PyModule_GetState(module))->any_memory = on;
+  (void)module;
+  fl_accept_any_memory(on);
   Py_RETURN_NONE;
 }
 
@@ -425,7 +426,7 @@ static PyObject *ext_bench_unpack(PyObject *module, PyObject *args) {
   return Py_BuildValue("(NdKK)", door_ns, dp, (unsigned long long)door_sink, (unsigned long long)sink);
 }
 
-PyMethodDef fl_ext_testing_methods[] = {
+static PyMethodDef testing_methods[] = {
     {"bench_unpack", ext_bench_unpack, METH_VARARGS,
      "bench_unpack($module, tensors, rounds, /)\n--\n\n-> (door_ns, data_ptr_ns, door_sum, data_ptr_sum): ns per tensor each way"},
 
@@ -451,8 +452,9 @@ PyMethodDef fl_ext_testing_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int fl_ext_add_testing_types(PyObject *module, fl_ext_state *st) {
+int fl_ext_add_extras(PyObject *module, fl_ext_state *st) {
   (void)st;
+  if (PyModule_AddFunctions(module, testing_methods) < 0) return -1;
   PyTypeObject *floor = (PyTypeObject *)PyType_FromModuleAndSpec(module, &floor_spec, NULL);
   if (!floor) return -1;
   int r = PyModule_AddType(module, floor);

@@ -296,7 +296,7 @@ static void launches_through_fake(bool param_array) {
   ASSERT_OK(fl_cuda_module_load("image", "kernel", &fn, &mod, &err), &err);
   fl_cuda_module_unload(mod);
   ASSERT_FAILS(fl_cuda_module_load("image", "missing", &fn, &mod, &err), &err, FL_KERNEL_LOAD,
-               "kernel_load:cuda:CUDA_ERROR_FAKE:missing");
+               "kernel_load:cuda:cuModuleGetFunction:CUDA_ERROR_FAKE:missing");
   /* cuda streams belong to the framework. */
   uint64_t st;
   ASSERT_FAILS(fl_stream_create(FL_BACKEND_CUDA, &st, &err), &err, FL_UNSUPPORTED, "stream_create_unsupported:cuda");

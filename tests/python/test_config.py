@@ -51,3 +51,17 @@ def test_the_tensor_door_switch_is_read_as_config_reads_it():
 def test_the_readme_holds_the_table():
     with open(os.path.join(ROOT, "README.md")) as f:
         assert config.markdown_table() in f.read()
+
+
+def test_a_driver_named_by_fastlaunch_libcuda_is_the_cuda_backends_library():
+    assert ("cuda", "library", "/opt/drv/libcuda.so.1") in config.backend_settings(
+        config.read({"FASTLAUNCH_LIBCUDA": "/opt/drv/libcuda.so.1"}))
+    # Unset: the loader's libcuda.so.1, so no setting (Triton's launcher takes the loader's too).
+    assert not [s for s in config.backend_settings(config.read({})) if s[:2] == ("cuda", "library")]
+    # A driver that does not load names the file and the loader's words, and nothing launches.
+    code = ("import fastlaunch\nfrom fastlaunch import _C\n"
+            "try:\n    _C.backend_load('cuda')\nexcept fastlaunch.FastLaunchPlanUnavailable as e:\n    print(e.reason)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, FASTLAUNCH_LIBCUDA="/nonexistent/libcuda.so.1"))
+    assert out.returncode == 0 and out.stdout.startswith("backend_unavailable:cuda:/nonexistent/libcuda.so.1"), \
+        (out.stdout, out.stderr)
