@@ -21,6 +21,9 @@ $(VENV)/.deps:
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --no-cache-dir --upgrade pip
 	PIP_CONFIG_FILE=/dev/null $(VPY) -m pip install --quiet --no-cache-dir $(PY_DEPS)
+	@# FlagGems without its pins (numpy 1.26.4 among them): the environment's other packages stay
+	PIP_CONFIG_FILE=/dev/null $(VPY) -m pip install --quiet --no-cache-dir --no-deps flag-gems==5.0.2
+	PIP_CONFIG_FILE=/dev/null $(VPY) -m pip install --quiet --no-cache-dir PyYAML SQLAlchemy
 	touch $@
 
 $(BUILD)/build.ninja: $(VENV)/.deps

@@ -25,7 +25,7 @@ import os
 import types
 import weakref
 
-from fastlaunch import _C
+from fastlaunch import _C, triton_compiled
 from fastlaunch._C import FastLaunchPlanUnavailable
 from fastlaunch.grid_trace import ABSENT as _ABSENT, NotTraceable as _NotTraceable, trace_grid
 from fastlaunch.grid_trace import answered_grid, bind_arguments as _bind_arguments
@@ -82,6 +82,7 @@ def enable(*, backend=None) -> None:
         stock = Autotuner.__dict__["run"]
         Autotuner.run = _C.TunerSlot(stock)
         _state["tuner_run"] = (Autotuner, stock)
+    triton_compiled.enable(_attach, backend=backend)  # compiled[grid](...) on a kept CompiledKernel
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
 
@@ -90,6 +91,7 @@ def disable() -> None:
     if not _state["enabled"]:
         return
     _state["enabled"] = False  # first: a __del__ this runs may call disable() or enable() again
+    triton_compiled.disable()
     getitems, _state["getitems"] = _state["getitems"], []
     for cls, had, stock in getitems:
         if had:

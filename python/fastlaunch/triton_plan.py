@@ -224,13 +224,14 @@ def function_handle(compiled, *, load: bool = True) -> int:
 
 
 def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=None, grid_exprs=None,
-                       arg_names=None, backend=None, function=None, name=None) -> Plan:
+                       arg_names=None, backend=None, function=None, name=None, ignore=None) -> Plan:
     """A Plan launching `compiled` (a Triton CompiledKernel) with the packed buffer.
 
     The plan's arguments are the kernel's ABI arguments in order; the last len(fixed_args) of them
     are fixed. grid / grid_exprs / neither as for Plan. backend None: the GPU the kernel was
     compiled for ("hip" for an AMD GPU's hsaco, its kernarg segment; "cuda" for NVIDIA's); "null"
-    builds the same layout without a GPU (for measuring and for ABI checks).
+    builds the same layout without a GPU (for measuring and for ABI checks). ignore: positions of a
+    call's arguments the plan skips (the constexprs, when a call passes every parameter).
     """
     abi = abi_of(compiled)
     if abi.global_scratch_size > 0:
@@ -254,4 +255,4 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
                    "shared_mem": abi.shared, "cooperative": abi.cooperative, "pdl": abi.pdl}
     return Plan(function, abi.kinds, backend=backend, abi="hip" if hip else "cuda", options=options, owner=compiled,
                 fixed_args=list(fixed_args), grid=grid, grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
-                name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None))
+                name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None), ignore=ignore)

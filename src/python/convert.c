@@ -108,7 +108,7 @@ static inline int extract_ptr(fl_ext_state *st, PyObject *obj, size_t i, fl_valu
     }
     /* Declined by the door (a subclass, a meta tensor, no door): its device as torch says, checked
      * as the door's tensors are; an object without one (a wrapper with data_ptr()) as before. */
-    int dwhere = 0, dindex = -1, dev = fl_ext_tensor_device(obj, &dwhere, &dindex);
+    int dwhere = 0, dindex = -1, dev = fl_ext_tensor_device(st->door, obj, &dwhere, &dindex);
     if (FL_EXT_UNLIKELY(dev == 2 || (dev == 0 && !fl_ext_memory_takes(spec, dwhere, dindex)))) {
       snprintf(err->reason, sizeof err->reason, dev == 2 ? "ptr_meta_tensor:%zu" : "ptr_device_mismatch:%zu", i);
       err->status = FL_BAD_VALUE;

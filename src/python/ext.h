@@ -247,7 +247,7 @@ int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
                    const fl_ext_args *spec);
 /* Where a tensor the door declines lives, as torch says (`obj.device`): 0 with *where (FL_TENSOR_*)
  * and *index (-1 none); 1 no device attribute of torch's kind; 2 a meta tensor (no memory). */
-int fl_ext_tensor_device(PyObject *obj, int *where, int *index);
+int fl_ext_tensor_device(const fl_tensor_door *door, PyObject *obj, int *where, int *index);
 /* Loads the tensor door if torch is imported and it was not tried yet (once per process). */
 FL_EXT_COLD void fl_ext_door_load(fl_ext_state *st);
 /* Looks for torch_npu's task queue and installs it into the npu backend once found. */
@@ -308,6 +308,7 @@ int fl_ext_add_autotune_type(PyObject *module, fl_ext_state *st);
 int fl_ext_add_heuristics_type(PyObject *module, fl_ext_state *st);
 int fl_ext_add_tuner_slot_type(PyObject *module, fl_ext_state *st); /* tuner_slot.c: Autotuner.run's stand-in */
 int fl_ext_add_jit_call_types(PyObject *module, fl_ext_state *st);
+int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st); /* compiled.c: CompiledKernel[grid] */
 /* jit.c: a JitDispatcher called as kernel[grid](*args, **kwargs) is (grid given apart). */
 PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames);
 /* autotune.c: an AutotuneDispatcher called as kernel[grid](...), and its reused kernel[grid] object. */

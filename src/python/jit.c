@@ -449,6 +449,28 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
 }
 #undef STOCK
 
+/* The gates of a compiled kernel's call (compiled.c), as this dispatcher keeps them for its kernel:
+ * changes seen, Triton's reasons (a stock reason, launch hooks), then the device and the stream
+ * unless the call passed one. Pre-run hooks are not the launcher's: Triton's runner never calls
+ * them. 0 with the stream; 1 with *why (Triton's call); -1 with an exception. */
+static int compiled_gates_closed(JitObject *self, const char **why) {
+  if (fl_ext_watch_changed(&self->watch) && fl_jit_revalidate(self) < 0) return -1;
+  if (self->stock_reason) return *why = "stock_reason", 1;
+  for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++)
+    if (PyList_GET_SIZE(PyTuple_GET_ITEM(self->hook_lists, h)) > 0) return *why = "launch_hooks", 1;
+  return 0;
+}
+
+int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why) {
+  *why = NULL;
+  int rc = compiled_gates_closed(self, why);
+  if (rc || have_stream) return rc;
+  int32_t device;
+  if (current_device(self, &device) < 0 || current_stream(self, device, stream) < 0) return -1;
+  if (FL_EXT_UNLIKELY(self->device_fn || self->stream_fn)) return compiled_gates_closed(self, why); /* Python ran */
+  return 0;
+}
+
 /* Frees the entries cleared while calls were in flight, once the outermost has returned (the
  * releases may run a __del__: the call's exception, if any, is kept aside meanwhile). */
 static FL_EXT_COLD void bury(JitObject *self) {

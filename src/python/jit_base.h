@@ -382,6 +382,7 @@ static inline const char *fl_jit_dispatch_checks(const JitObject *self) {
 }
 
 /* jit.c: run(*args, grid=, warmup=, **kwargs), and a JitCall (kernel[grid]) of a JitDispatcher */
+int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why);
 PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* jit_grid.c */

@@ -55,7 +55,7 @@ static int key_value(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v
  * (a property returning a new object, which nothing else holds) is not keyed at all, since a later
  * object could take its address. 0, 1 (not a tensor fastlaunch launches: Triton's path), -1 with
  * an exception. */
-static int key_tensor_slow(jit_key *k, jit_values *vals, PyObject *v) {
+static int key_tensor_slow(const fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v) {
   PyObject *dtype = PyObject_GetAttrString(v, "dtype");
   if (!dtype) {
     PyErr_Clear();
@@ -67,7 +67,7 @@ static int key_tensor_slow(jit_key *k, jit_values *vals, PyObject *v) {
   }
   vals->held[vals->nheld++] = dtype;
   int where = 0, index = -1;
-  if (fl_ext_tensor_device(v, &where, &index) == 2) return 1; /* meta: no memory behind it */
+  if (fl_ext_tensor_device(st->door, v, &where, &index) == 2) return 1; /* meta: no memory behind it */
   fl_value x;
   x.type = FL_VALUE_PTR;
   x.v.p = 0;
@@ -197,7 +197,7 @@ int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, j
     if (r == 1) {
       /* Not a value the door or the exact types take: a tensor another way, or Triton's. */
       if (PyTuple_Check(b->vals[i])) return b->why = "arg_type", 1;
-      r = key_tensor_slow(k, vals, b->vals[i]);
+      r = key_tensor_slow(self->state, k, vals, b->vals[i]);
       if (r == 1) return b->why = "arg_type", 1;
       if (r < 0) return PyErr_Occurred() ? -1 : (b->why = "key_too_long", 1);
     }

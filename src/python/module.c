@@ -231,6 +231,7 @@ static int module_exec(PyObject *module) {
   if (fl_ext_add_heuristics_type(module, st) < 0) return -1;
   if (fl_ext_add_tuner_slot_type(module, st) < 0) return -1;
   if (fl_ext_add_jit_call_types(module, st) < 0) return -1;
+  if (fl_ext_add_compiled_types(module, st) < 0) return -1;
   if (fl_ext_add_extras(module, st) < 0) return -1;
   if (PyModule_AddIntConstant(module, "STACK_ARGS", 4096) < 0) return -1;
   return 0;

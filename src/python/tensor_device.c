@@ -1,7 +1,7 @@
 /* tensor_device.c: where a tensor lives when the tensor door declines it (a subclass with
  * __torch_function__, a FakeTensor, a meta tensor, no door built): torch's own answer, obj.device,
  * for the launch paths' memory checks (convert.c for Plan and the Inductor entry, jit_key.c for the
- * JIT). Depends on the C API only. */
+ * JIT). Depends on the C API (and the door, when built). */
 #include "ext.h"
 
 #include <limits.h>
@@ -10,10 +10,29 @@
 /* Where a tensor the door declines lives, as torch says (`obj.device`): 0 read; 2 a meta tensor; 1
  * not read (no device, or one that raises: no exception is left set). Each attribute is read only
  * after the one before it was: no getattr runs with an exception pending. */
-int fl_ext_tensor_device(PyObject *obj, int *where, int *index) {
-  PyObject *dev = PyObject_GetAttrString(obj, "device"), *type = NULL, *ix = NULL;
+/* An attribute, or NULL with no exception when there is none (no AttributeError is made for the
+ * common miss: a wrapper with data_ptr() and no device is read on every launch). -1 on another
+ * error (left set). */
+static int optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, name, out);
+#else
+  return _PyObject_LookupAttr(obj, name, out);
+#endif
+}
+
+/* The last torch.device read and what it said (held: its identity is the key, and a torch.device
+ * never changes; torch hands out the same object for a device). */
+static PyObject *seen_device;
+static int seen_r, seen_where, seen_index;
+
+static int device_of(PyObject *dev, int *where, int *index) {
+  static PyObject *str_type, *str_index;
+  if (!str_type && !(str_type = PyUnicode_InternFromString("type"))) return 1;
+  if (!str_index && !(str_index = PyUnicode_InternFromString("index"))) return 1;
+  PyObject *type = NULL, *ix = NULL;
   int r = 1;
-  if (!dev || !(type = PyObject_GetAttrString(dev, "type")) || !(ix = PyObject_GetAttrString(dev, "index"))) goto done;
+  if (optional_attr(dev, str_type, &type) <= 0 || optional_attr(dev, str_index, &ix) <= 0) goto done;
   const char *t = PyUnicode_Check(type) ? PyUnicode_AsUTF8(type) : NULL;
   if (t && strcmp(t, "meta") == 0) {
     r = 2;
@@ -26,9 +45,34 @@ int fl_ext_tensor_device(PyObject *obj, int *where, int *index) {
     r = 0;
   }
 done:
-  Py_XDECREF(dev);
   Py_XDECREF(type);
   Py_XDECREF(ix);
+  return r;
+}
+
+int fl_ext_tensor_device(const fl_tensor_door *door, PyObject *obj, int *where, int *index) {
+  static PyObject *str_device;
+  if (!str_device && !(str_device = PyUnicode_InternFromString("device"))) {
+    PyErr_Clear();
+    return 1;
+  }
+  PyObject *dev = NULL;
+  int r = 1;
+  if (optional_attr(obj, str_device, &dev) > 0) {
+    int d = door ? door->device(dev, where, index) : 0; /* torch's C++ object: no Python call */
+    if (d) {
+      r = d == 2 ? 2 : 0;
+    } else if (dev == seen_device) {
+      *where = seen_where, *index = seen_index;
+      r = seen_r;
+    } else if ((r = device_of(dev, where, index)) != 1 && !PyErr_Occurred() &&
+               strcmp(Py_TYPE(dev)->tp_name, "torch.device") == 0) { /* immutable: its answer kept */
+      PyObject *old = seen_device;
+      seen_device = Py_NewRef(dev), seen_r = r, seen_where = r == 0 ? *where : 0, seen_index = r == 0 ? *index : -1;
+      Py_XDECREF(old);
+    }
+  }
+  Py_XDECREF(dev);
   if (PyErr_Occurred()) PyErr_Clear();
   return r;
 }

@@ -5,6 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <torch/csrc/Device.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include "tensor_door.h"
@@ -122,7 +123,16 @@ int unpack(PyObject *obj, uint64_t *ptr, int *where, int *index) noexcept {
   return unpack_typed(obj, ptr, where, index, &dtype);
 }
 
-const fl_tensor_door door = {FL_TENSOR_DOOR_VERSION, FL_TORCH_VERSION, unpack, unpack_typed, unpack_ptrs};
+int device_of(PyObject *obj, int *where, int *index) noexcept {
+  if (!THPDevice_Check(obj)) return 0;
+  const c10::Device &device = reinterpret_cast<THPDevice *>(obj)->device;
+  if (device.type() == c10::DeviceType::Meta) return 2;
+  *where = where_of(device.type());
+  *index = device.has_index() ? device.index() : -1;
+  return 1;
+}
+
+const fl_tensor_door door = {FL_TENSOR_DOOR_VERSION, FL_TORCH_VERSION, unpack, unpack_typed, unpack_ptrs, device_of};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fastlaunch._tensor",
                           "torch's tensor object for fastlaunch's C extension (a capsule: door)", -1,

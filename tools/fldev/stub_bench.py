@@ -22,6 +22,9 @@ Modes, each launching one real Triton kernel (compiled here for sm_90) of the ca
                      `args["xnumel"] % 16 == 0`) over @triton.autotune (4 configs, key of 3 ints)
                      over @triton.jit, called the same way on a tuned key: Triton alone
   fastlaunch-heuristics the same call with fastlaunch (the three dispatchers, in C)
+  triton-compiled    a kept CompiledKernel (what kernel[grid] returned) called again,
+                     compiled[(1, 1, 1)](*args): Triton's own CompiledKernel.__getitem__ and runner
+  fastlaunch-compiled the same call with fastlaunch.triton.enable() (compiled.c)
   seed               the seed's layering (Python checks, then the C plan)
 """
 
@@ -44,12 +47,13 @@ if not REAL:
 CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
 MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "inductor-stock", "triton-jit",
          "fastlaunch-jit", "triton-autotune", "fastlaunch-autotune", "fastlaunch-jit-kw", "triton-heuristics",
-         "fastlaunch-heuristics", "seed"]
+         "fastlaunch-heuristics", "triton-compiled", "fastlaunch-compiled", "seed"]
 SLOW = ("triton-jit", "triton-autotune", "triton-heuristics")  # tens of microseconds a call: fewer calls, the same per-call time
 TARGETS = ("cuda-stub targets: fastlaunch <= 2x floor-unpack (2 and 4 tensors), <= 1.5x (19, 64 args); "
            "inductor-stock >= 10x fastlaunch; triton-run >= 5x fastlaunch; triton-jit >= 30x fastlaunch-jit; "
            "fastlaunch-jit <= 2x fastlaunch; triton-autotune >= 30x fastlaunch-autotune; "
-           "triton-heuristics >= 10x fastlaunch-heuristics; fastlaunch-heuristics <= 3x fastlaunch-jit-kw")
+           "triton-heuristics >= 10x fastlaunch-heuristics; fastlaunch-heuristics <= 3x fastlaunch-jit-kw; "
+           "triton-compiled >= 10x fastlaunch-compiled")
 KW_MODES = ("fastlaunch-jit-kw", "triton-heuristics", "fastlaunch-heuristics")
 triton = None  # set when a case is built (after the stub is loaded); a module global, as in users' code
 
@@ -247,6 +251,21 @@ class Case:
         assert h_fl.fn.run.counts["fast"] == 2, f"{name}: the autotune dispatcher under heuristics: {h_fl.fn.run.counts}"
         assert kw_fn.run.counts["fast"] == 2, f"{name}: the JIT dispatcher with keywords: {kw_fn.run.counts}"
         assert h_fl.fn.best_config.kwargs == h_stock.fn.best_config.kwargs
+        # Kept compiled kernels: what kernel[grid] returned, called again with every parameter. The
+        # Triton side's class is CompiledKernel with Triton's own __getitem__ (fastlaunch's is on the
+        # base class while it serves Triton).
+        from fastlaunch import triton_compiled
+
+        ck_fl = fn[self.jit_grid](*self.args, XBLOCK=128)
+        ck_stock = stock_fn[self.jit_grid](*self.args, XBLOCK=128)
+        ck_stock.__class__ = type("TritonCompiledKernel", (type(ck_stock),),
+                                  {"__getitem__": triton_compiled._state["getitem"][2]})
+        self.ck_stock, self.ck_fl, self.ck_args = ck_stock, ck_fl, self.args + (128,)
+        for _ in range(3):
+            ck_fl[1, 1, 1](*self.ck_args)
+            ck_stock[1, 1, 1](*self.ck_args)
+        c = triton_compiled.launch_of(ck_fl).counts()
+        assert c["fast"] == 3, f"{name}: the compiled kernel was not served: {c}"
 
     def loop(self, mode, n):
         """n calls of one mode in a C loop: nanoseconds."""
@@ -261,6 +280,9 @@ class Case:
         if mode in KW_MODES:
             k, kw = self.kw_call(mode)
             return _C.bench_subscript_loop(k, self.jit_grid, self.kw_args, kw, n)
+        if mode in ("triton-compiled", "fastlaunch-compiled"):
+            k = self.ck_stock if mode == "triton-compiled" else self.ck_fl
+            return _C.bench_subscript_loop(k, (1, 1, 1), self.ck_args, {}, n)
         fn, a, kw = self.call(mode)
         return _C.bench_loop(fn, a, kw, n)
 
@@ -276,6 +298,8 @@ class Case:
             elif mode in KW_MODES:
                 k, kw = self.kw_call(mode)
                 k[self.jit_grid](*self.kw_args, **kw)
+            elif mode in ("triton-compiled", "fastlaunch-compiled"):
+                (self.ck_stock if mode == "triton-compiled" else self.ck_fl)[1, 1, 1](*self.ck_args)
             else:
                 fn, a, kw = self.call(mode)
                 fn(*a, **kw)
@@ -356,7 +380,8 @@ def table(results, out=sys.stdout):
         print(f"{case:20} " + " ".join(f"{row[m]['ns_median']:>15.1f} ns" for m in MODES), file=out)
     print("\nratios (medians):", file=out)
     print(f"{'case':20} {'fast/unpack':>12} {'dyn/unpack':>11} {'stock/fast':>11} {'run/fast':>9} {'jit/fljit':>10} "
-          f"{'fljit/fast':>11} {'at/flat':>8} {'h/flh':>7} {'flh/jitkw':>10} {'seed/fast':>10} {'floor/unpack':>13}",
+          f"{'fljit/fast':>11} {'at/flat':>8} {'h/flh':>7} {'flh/jitkw':>10} {'ck/flck':>8} {'seed/fast':>10} "
+          f"{'floor/unpack':>13}",
           file=out)
     for case, row in by.items():
         f = row["fastlaunch"]["ns_median"]
@@ -368,6 +393,7 @@ def table(results, out=sys.stdout):
               f"{row['triton-autotune']['ns_median'] / row['fastlaunch-autotune']['ns_median']:>7.2f}x "
               f"{row['triton-heuristics']['ns_median'] / row['fastlaunch-heuristics']['ns_median']:>6.2f}x "
               f"{row['fastlaunch-heuristics']['ns_median'] / row['fastlaunch-jit-kw']['ns_median']:>9.2f}x "
+              f"{row['triton-compiled']['ns_median'] / row['fastlaunch-compiled']['ns_median']:>7.2f}x "
               f"{row['seed']['ns_median'] / f:>9.2f}x "
               f"{row['floor']['ns_median'] / u:>12.2f}x", file=out)
     print(f"\n{TARGETS}", file=out)

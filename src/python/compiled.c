@@ -1,0 +1,442 @@
+/* compiled.c: `compiled[grid](*args, stream=None)` on a Triton CompiledKernel (what `kernel[grid]`
+ * or `warmup` returned, cached and called again: Triton's launcher with no JIT in between).
+ *
+ * CompiledSubscript is the class's __getitem__ while fastlaunch serves Triton. It hands out a
+ * CompiledCall of the kernel's CompiledLaunch (made once per kernel by the policy, kept in the
+ * kernel's __dict__): the plan launching every parameter in order (constexprs passed and skipped,
+ * as Triton's launcher skips them), and the JitDispatcher of the kernel's JITFunction, whose gates
+ * (knob changes, launch hooks) and device and stream sources the call uses as Triton's runner reads
+ * them. Whatever the plan cannot take goes to Triton's own runner before anything is submitted:
+ * another argument count or keyword, a grid that is not three ints in [0, 2^31), a hook set, a value
+ * the plan refuses. Depends on the JIT layer; nothing depends on it. */
+#include "call_args.h"
+#include "jit_base.h"
+
+typedef struct {
+  PyObject_HEAD
+  fl_ext_state *state;
+  PyObject *kernel;        /* the CompiledKernel */
+  PyObject *dispatcher;    /* its JITFunction's JitDispatcher, or NULL */
+  PyObject *plan;          /* a Plan taking every parameter, or NULL: Triton's */
+  PyObject *reason;        /* why Triton's (str), or NULL */
+  PyObject *stock_getitem; /* Triton's CompiledKernel.__getitem__ */
+  PyObject *spare;         /* the CompiledCall handed out while nobody else holds it */
+  PyObject *stock_counts;  /* dict: reason -> calls given to Triton */
+  size_t min_args;         /* the last kernel argument's position + 1: trailing constexprs may be left
+                            * out, as Triton's launcher skips them (FlagGems passes none) */
+  unsigned long long fast, stock;
+} LaunchObject;
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  LaunchObject *launch;
+  PyObject *grid;
+} CallObject;
+
+static PyTypeObject *launch_type, *call_type; /* set once, at the module's init */
+static PyObject *str_launch_attr;           /* "_fastlaunch_launch", interned */
+
+/* Triton's runner for the call: compiled.__getitem__(grid)(*args, **kwargs) as Triton defines it. */
+static FL_EXT_COLD PyObject *stock(LaunchObject *L, PyObject *grid, const char *why, PyObject *const *args,
+                                   size_t nargsf, PyObject *kwnames) {
+  L->stock++;
+  fl_ext_count_reason(L->stock_counts, why, NULL);
+  PyObject *kernel = Py_NewRef(L->kernel), *getitem = Py_NewRef(L->stock_getitem);
+  PyObject *pair[2] = {kernel, Py_NewRef(grid)};
+  PyObject *runner = PyObject_Vectorcall(getitem, pair, 2, NULL);
+  PyObject *res = runner ? PyObject_Vectorcall(runner, args, nargsf, kwnames) : NULL;
+  Py_XDECREF(runner);
+  Py_DECREF(pair[1]);
+  Py_DECREF(getitem);
+  Py_DECREF(kernel);
+  return res;
+}
+
+/* The grid as Triton's launcher takes it: its first three items, ints in [0, 2^31). 0, or 1. */
+static inline int grid_of(PyObject *grid, int64_t g[3]) {
+  PyObject *const *items;
+  if (PyTuple_CheckExact(grid) && PyTuple_GET_SIZE(grid) >= 3) {
+    items = &PyTuple_GET_ITEM(grid, 0);
+  } else if (PyList_CheckExact(grid) && PyList_GET_SIZE(grid) >= 3) {
+    items = PySequence_Fast_ITEMS(grid);
+  } else {
+    return 1;
+  }
+  for (int i = 0; i < 3; i++) {
+    uint64_t w;
+    if (!PyLong_CheckExact(items[i]) || !fl_ext_int_word(items[i], &w) || w > INT32_MAX) return 1;
+    g[i] = (int64_t)w;
+  }
+  return 0;
+}
+
+static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  CallObject *call = (CallObject *)callable; /* held by the caller, with its launch and grid */
+  LaunchObject *L = call->launch;
+  fl_ext_state *st = L->state;
+  size_t nargs = PyVectorcall_NARGS(nargsf);
+  uint64_t stream = 0;
+  int have_stream = 0;
+  int64_t g[3];
+  if (FL_EXT_UNLIKELY(!L->plan)) return stock(L, call->grid, "plan_unavailable", args, nargsf, kwnames);
+  if (FL_EXT_UNLIKELY(nargs < L->min_args)) /* Triton's launcher would read past its arguments */
+    return PyErr_Format(PyExc_TypeError,
+                        "compiled kernel: takes at least %zu positional arguments (up to its last "
+                        "non-constexpr parameter), got %zu",
+                        L->min_args, nargs);
+  if (kwnames) {
+    PyObject *v = args[nargs];
+    if (PyTuple_GET_SIZE(kwnames) != 1 || !fl_ext_name_is(PyTuple_GET_ITEM(kwnames, 0), st->str_stream) ||
+        (v != Py_None && !(PyLong_CheckExact(v) && fl_ext_u64_of(v, &stream))))
+      return stock(L, call->grid, "keywords", args, nargsf, kwnames);
+    have_stream = v != Py_None;
+  }
+  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
+  size_t ncall = plan->args.ncall;
+  if (nargs > ncall) return stock(L, call->grid, "arg_count", args, nargsf, kwnames);
+  if (grid_of(call->grid, g)) return stock(L, call->grid, "grid_form", args, nargsf, kwnames);
+  const char *why;
+  int rc = fl_jit_compiled_gate((JitObject *)L->dispatcher, &stream, have_stream, &why);
+  if (rc < 0) return NULL;
+  if (rc > 0) return stock(L, call->grid, why, args, nargsf, kwnames);
+  PyObject *full[JIT_MAX_PARAMS];
+  if (nargs < ncall) { /* the trailing constexprs left out: positions the plan skips */
+    if (ncall > JIT_MAX_PARAMS) return stock(L, call->grid, "arg_count", args, nargsf, kwnames);
+    for (size_t i = 0; i < ncall; i++) full[i] = i < nargs ? args[i] : Py_None;
+    args = full;
+    nargs = ncall;
+  }
+  fl_error err;
+  rc = fl_ext_plan_launch(plan, args, nargs, stream, g, &err);
+  if (FL_EXT_LIKELY(rc == 0)) {
+    L->fast++;
+    Py_RETURN_NONE;
+  }
+  if (rc == -1 && err.backend_submitted) return fl_ext_raise_named(st, &err, plan->arg_names);
+  /* Refused before the boundary: Triton's launcher reads the arguments itself and decides. */
+  if (rc == -2) PyErr_Clear();
+  return stock(L, call->grid, rc == -2 ? "argument_raised" : "argument_refused", args, nargsf, kwnames);
+}
+
+static PyObject *new_call(LaunchObject *L, PyObject *grid) {
+  CallObject *call = PyObject_GC_New(CallObject, call_type);
+  if (!call) return NULL;
+  call->vectorcall = call_vectorcall;
+  call->launch = (LaunchObject *)Py_NewRef(L);
+  call->grid = Py_NewRef(grid);
+  PyObject_GC_Track(call);
+  return (PyObject *)call;
+}
+
+/* The launch's CompiledCall with this grid: its spare one when nobody else holds it (the old grid
+ * released last: its __del__ may subscript the same kernel, and must find the spare held). */
+static PyObject *call_for(LaunchObject *L, PyObject *grid) {
+  PyObject *spare = L->spare;
+  if (spare && Py_REFCNT(spare) == 1) {
+    CallObject *c = (CallObject *)spare;
+    PyObject *old = c->grid;
+    Py_INCREF(spare);
+    c->grid = Py_NewRef(grid);
+    Py_DECREF(old);
+    return spare;
+  }
+  PyObject *call = new_call(L, grid);
+  if (call && !L->spare) L->spare = Py_NewRef(call); /* read again: the allocation may run a GC pass */
+  return call;
+}
+
+/* ---- CompiledSubscript: the class's __getitem__ ---- */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject *stock_getitem;
+  PyObject *attach; /* attach(kernel) -> its CompiledLaunch (kept in the kernel's __dict__), or None */
+} SubscriptObject;
+
+/* The kernel's CompiledLaunch (a new reference), made by attach the first time; NULL with an
+ * exception, or Py_None: Triton's. */
+static PyObject *launch_of(SubscriptObject *sub, PyObject *kernel) {
+  PyObject **dictptr = _PyObject_GetDictPtr(kernel);
+  PyObject *dict = dictptr ? *dictptr : NULL, *found = NULL;
+  if (dict) {
+    Py_INCREF(dict);
+    int r = PyDict_GetItemRef(dict, str_launch_attr, &found);
+    Py_DECREF(dict);
+    if (r < 0) return NULL;
+    if (found && Py_TYPE(found) == launch_type && ((LaunchObject *)found)->kernel == kernel) return found;
+    Py_CLEAR(found);
+  }
+  PyObject *attach = Py_NewRef(sub->attach);
+  found = PyObject_CallOneArg(attach, kernel);
+  Py_DECREF(attach);
+  if (found && found != Py_None && Py_TYPE(found) != launch_type) {
+    Py_DECREF(found);
+    return PyErr_Format(PyExc_TypeError, "CompiledSubscript: attach() returned %.80s, not a CompiledLaunch or None",
+                        Py_TYPE(found)->tp_name);
+  }
+  return found;
+}
+
+static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  SubscriptObject *sub = (SubscriptObject *)callable;
+  if (PyVectorcall_NARGS(nargsf) != 2 || kwnames) return PyObject_Vectorcall(sub->stock_getitem, args, nargsf, kwnames);
+  Py_INCREF(sub); /* attach, or a release, may give the class its own __getitem__ back */
+  PyObject *res = NULL, *launch = launch_of(sub, args[0]);
+  if (launch == Py_None) {
+    res = PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
+  } else if (launch) {
+    res = call_for((LaunchObject *)launch, args[1]);
+  }
+  Py_XDECREF(launch);
+  Py_DECREF(sub);
+  return res;
+}
+
+static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type) {
+  (void)type;
+  if (!obj || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"stock_getitem", "attach", NULL};
+  PyObject *stock_getitem, *attach;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:CompiledSubscript", kwlist, &stock_getitem, &attach)) return NULL;
+  SubscriptObject *self = (SubscriptObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->vectorcall = subscript_vectorcall;
+  self->stock_getitem = Py_NewRef(stock_getitem);
+  self->attach = Py_NewRef(attach);
+  return (PyObject *)self;
+}
+
+static int subscript_traverse(PyObject *op, visitproc visit, void *arg) {
+  SubscriptObject *self = (SubscriptObject *)op;
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->stock_getitem);
+  Py_VISIT(self->attach);
+  return 0;
+}
+
+static int subscript_clear(PyObject *op) {
+  SubscriptObject *self = (SubscriptObject *)op;
+  Py_CLEAR(self->stock_getitem);
+  Py_CLEAR(self->attach);
+  return 0;
+}
+
+static void subscript_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  subscript_clear(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef subscript_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(SubscriptObject, vectorcall), Py_READONLY, NULL},
+    {"stock_getitem", Py_T_OBJECT_EX, offsetof(SubscriptObject, stock_getitem), Py_READONLY, "Triton's own __getitem__"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot subscript_slots[] = {
+    {Py_tp_new, subscript_new},
+    {Py_tp_dealloc, subscript_dealloc},
+    {Py_tp_traverse, subscript_traverse},
+    {Py_tp_clear, subscript_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_descr_get, subscript_get},
+    {Py_tp_members, subscript_members},
+    {Py_tp_doc, "CompiledSubscript(stock_getitem, attach)\n--\n\nCompiledKernel's __getitem__ while fastlaunch "
+                "serves Triton: compiled[grid] hands out a CompiledCall."},
+    {0, NULL},
+};
+
+static PyType_Spec subscript_spec = {
+    .name = "fastlaunch._C.CompiledSubscript",
+    .basicsize = sizeof(SubscriptObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .slots = subscript_slots,
+};
+
+/* ---- CompiledLaunch ---- */
+static PyObject *launch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"kernel", "dispatcher", "plan", "reason", "stock_getitem", NULL};
+  PyObject *kernel, *dispatcher, *plan, *reason, *stock_getitem;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO:CompiledLaunch", kwlist, &kernel, &dispatcher, &plan, &reason,
+                                   &stock_getitem))
+    return NULL;
+  fl_ext_state *st = fl_ext_state_from_type(type);
+  if (!st) return NULL;
+  if (plan != Py_None && (!PyObject_TypeCheck(plan, st->plan_type) || Py_TYPE(dispatcher) != st->jit_type))
+    return PyErr_Format(PyExc_TypeError, "CompiledLaunch: a plan needs a Plan and its kernel's JitDispatcher");
+  if (reason != Py_None && !PyUnicode_Check(reason))
+    return PyErr_Format(PyExc_TypeError, "CompiledLaunch: reason must be a str or None");
+  LaunchObject *self = (LaunchObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->state = st;
+  self->kernel = Py_NewRef(kernel);
+  self->dispatcher = plan == Py_None ? NULL : Py_NewRef(dispatcher);
+  self->plan = plan == Py_None ? NULL : Py_NewRef(plan);
+  self->reason = reason == Py_None ? NULL : Py_NewRef(reason);
+  self->stock_getitem = Py_NewRef(stock_getitem);
+  self->stock_counts = PyDict_New();
+  if (!self->stock_counts) Py_CLEAR(self);
+  if (self && self->plan) {
+    const fl_ext_args *a = &((fl_PlanObject *)self->plan)->args;
+    self->min_args = a->ncall;
+    while (self->min_args > 0 && a->argmap && a->argmap[self->min_args - 1] < 0) self->min_args--;
+  }
+  return (PyObject *)self;
+}
+
+static int launch_traverse(PyObject *op, visitproc visit, void *arg) {
+  LaunchObject *self = (LaunchObject *)op;
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->kernel);
+  Py_VISIT(self->dispatcher);
+  Py_VISIT(self->plan);
+  Py_VISIT(self->reason);
+  Py_VISIT(self->stock_getitem);
+  Py_VISIT(self->spare);
+  Py_VISIT(self->stock_counts);
+  return 0;
+}
+
+static int launch_clear(PyObject *op) {
+  LaunchObject *self = (LaunchObject *)op;
+  Py_CLEAR(self->kernel);
+  Py_CLEAR(self->dispatcher);
+  Py_CLEAR(self->plan);
+  Py_CLEAR(self->reason);
+  Py_CLEAR(self->stock_getitem);
+  Py_CLEAR(self->spare);
+  Py_CLEAR(self->stock_counts);
+  return 0;
+}
+
+static void launch_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  launch_clear(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyObject *launch_counts(PyObject *op, PyObject *unused) {
+  (void)unused;
+  LaunchObject *self = (LaunchObject *)op;
+  return Py_BuildValue("{s:K,s:K,s:N}", "fast", self->fast, "stock", self->stock, "stock_reasons",
+                       PyDict_Copy(self->stock_counts));
+}
+
+static PyMethodDef launch_methods[] = {
+    {"counts", launch_counts, METH_NOARGS, "counts() -> {'fast': n, 'stock': n, 'stock_reasons': {reason: n}}"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *launch_get_plan(PyObject *op, void *closure) {
+  (void)closure;
+  PyObject *p = ((LaunchObject *)op)->plan;
+  return Py_NewRef(p ? p : Py_None);
+}
+
+static PyObject *launch_get_reason(PyObject *op, void *closure) {
+  (void)closure;
+  PyObject *r = ((LaunchObject *)op)->reason;
+  return Py_NewRef(r ? r : Py_None);
+}
+
+static PyGetSetDef launch_getset[] = {
+    {"plan", launch_get_plan, NULL, "the Plan (None: every call is Triton's)", NULL},
+    {"reason", launch_get_reason, NULL, "why every call is Triton's, or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot launch_slots[] = {
+    {Py_tp_new, launch_new},
+    {Py_tp_dealloc, launch_dealloc},
+    {Py_tp_traverse, launch_traverse},
+    {Py_tp_clear, launch_clear},
+    {Py_tp_methods, launch_methods},
+    {Py_tp_getset, launch_getset},
+    {Py_tp_doc, "CompiledLaunch(kernel, dispatcher, plan, reason, stock_getitem)\n--\n\nHow a CompiledKernel's "
+                "compiled[grid](...) calls launch: the plan and the JIT dispatcher whose gates they pass."},
+    {0, NULL},
+};
+
+static PyType_Spec launch_spec = {
+    .name = "fastlaunch._C.CompiledLaunch",
+    .basicsize = sizeof(LaunchObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = launch_slots,
+};
+
+/* ---- CompiledCall ---- */
+static int call_traverse(PyObject *op, visitproc visit, void *arg) {
+  CallObject *self = (CallObject *)op;
+  Py_VISIT(Py_TYPE(self));
+  Py_VISIT(self->launch);
+  Py_VISIT(self->grid);
+  return 0;
+}
+
+static int call_clear(PyObject *op) {
+  CallObject *self = (CallObject *)op;
+  Py_CLEAR(self->launch);
+  Py_CLEAR(self->grid);
+  return 0;
+}
+
+static void call_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  call_clear(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef call_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(CallObject, vectorcall), Py_READONLY, NULL},
+    {"grid", Py_T_OBJECT_EX, offsetof(CallObject, grid), Py_READONLY, "the grid of compiled[grid]"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot call_slots[] = {
+    {Py_tp_dealloc, call_dealloc},
+    {Py_tp_traverse, call_traverse},
+    {Py_tp_clear, call_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, call_members},
+    {Py_tp_doc, "compiled[grid]: calling it launches the kernel as Triton's launcher would."},
+    {0, NULL},
+};
+
+static PyType_Spec call_spec = {
+    .name = "fastlaunch._C.CompiledCall",
+    .basicsize = sizeof(CallObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = call_slots,
+};
+
+/* The three types; held by the module (the static pointers are for the call path). */
+int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st) {
+  (void)st;
+  if (!str_launch_attr && !(str_launch_attr = PyUnicode_InternFromString("_fastlaunch_launch"))) return -1;
+  PyType_Spec *specs[3] = {&subscript_spec, &launch_spec, &call_spec};
+  PyTypeObject *types[3];
+  for (int i = 0; i < 3; i++) {
+    types[i] = (PyTypeObject *)PyType_FromModuleAndSpec(module, specs[i], NULL);
+    if (!types[i] || PyModule_AddType(module, types[i]) < 0) {
+      Py_XDECREF(types[i]);
+      return -1;
+    }
+    Py_DECREF(types[i]); /* the module holds it */
+  }
+  launch_type = types[1];
+  call_type = types[2];
+  return 0;
+}

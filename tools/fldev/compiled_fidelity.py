@@ -1,0 +1,166 @@
+"""Kept CompiledKernels called again, `compiled[grid](*args, stream=...)`, through fastlaunch and
+through Triton alone, launch by launch on the stand-in driver (its launch log: function, grid,
+argument bytes and hidden slots; the last launch's stream, block, shared memory and attributes),
+with exceptions and launch-hook calls compared by content. Prints one JSON line.
+
+    PYTHONPATH=tools python -m fldev.compiled_fidelity
+
+Each case runs twice in this process: with fastlaunch.triton disabled (Triton's own
+CompiledKernel.__getitem__ and runner) and enabled. A case names whether fastlaunch must serve it
+(its CompiledLaunch's fast count) or hand it to Triton.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from fastlaunch import _C
+
+_C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "..", "tests", "python"))
+    from fldev import cuda_stub
+
+    stub = cuda_stub.load()
+    import numpy as np
+    import torch
+    import triton
+
+    import fastlaunch.triton as flt
+    import jit_kernels as K
+    from fastlaunch import triton_compiled
+    from fastlaunch.triton_plan import abi_of, plan_from_compiled
+
+    x, y = torch.zeros(4096), torch.zeros(4096)
+    out = torch.zeros(64)
+    grid = lambda META: (triton.cdiv(1000, META["BLOCK"]),)  # noqa: E731
+    # The compiled kernels, as a cache of what kernel[grid] or warmup returned keeps them.
+    ck_t = K.tensors[grid](x, y, 1000, BLOCK=128)
+    ck_s = K.scalars[(1,)](out, 3, 4, 1.5, True, BLOCK=32)
+    ck_w = K.tensors.warmup(x, y, 77, BLOCK=64, grid=(1,))
+    ck_c = cuda_stub.compile(K.tensors,
+                             {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                             constexprs={"BLOCK": 256})
+    hook_calls = []
+    shapes = {}
+    for ck in (ck_t, ck_s, ck_w, ck_c):
+        ck._init_handles()  # a warmup's kernel is loaded at its first subscript
+        abi = abi_of(ck)
+        layout = plan_from_compiled(ck, backend="null", function=0).layout
+        shapes[int(ck.function)] = (abi.kinds, layout)
+
+    def enter(meta):
+        hook_calls.append(("enter", dict(meta.get())))
+
+    held = {}
+    cases = [  # (name, served, call)
+        ("tuple grid", True, lambda: ck_t[(8, 1, 1)](x, y, 1000, 128)),
+        ("list grid", True, lambda: ck_t[[3, 2, 1]](x, y, 999, 128)),
+        ("grid of four", True, lambda: ck_t[(2, 1, 1, 9)](x, y, 5, 128)),
+        ("zero grid", True, lambda: ck_t[(0, 1, 1)](x, y, 5, 128)),
+        ("explicit stream", True, lambda: ck_t[(1, 1, 1)](x, y, 7, 128, stream=0x7F3A5C0099A0)),
+        ("stream None", True, lambda: ck_t[(1, 1, 1)](x, y, 7, 128, stream=None)),
+        ("scalars", True, lambda: ck_s[(1, 1, 1)](out, 5, -6, 2.25, False, 32)),
+        ("warmup kernel", True, lambda: ck_w[(4, 1, 1)](x, y, 77, 64)),
+        ("triton.compile kernel", True, lambda: ck_c[(2, 1, 1)](x, y, 500, 256)),
+        ("int64 value", False, lambda: ck_t[(1, 1, 1)](x, y, 2**40, 128)),
+        ("numpy grid", False, lambda: ck_t[(np.int64(3), 1, 1)](x, y, 5, 128)),
+        ("negative grid", False, lambda: ck_t[(-1, 1, 1)](x, y, 5, 128)),
+        ("grid of two", False, lambda: ck_t[(2, 1)](x, y, 5, 128)),
+        ("trailing constexpr left out", True, lambda: ck_t[(1, 1, 1)](x, y, 5)),
+        ("too many args", False, lambda: ck_t[(1, 1, 1)](x, y, 5, 128, 7)),
+        ("unknown keyword", False, lambda: ck_t[(1, 1, 1)](x, y, 5, 128, num_warps=4)),
+        ("float for a pointer", False, lambda: ck_t[(1, 1, 1)](1.5, y, 5, 128)),
+        ("held runners", True, lambda: (held.update(a=ck_t[(5, 1, 1)], b=ck_t[(6, 1, 1)]),
+                                        held["a"](x, y, 1, 128), held["b"](x, y, 2, 128))),
+        ("enter hook", False, lambda: _with_hook(triton, enter, lambda: ck_t[(1, 1, 1)](x, y, 3, 128))),
+    ]
+
+    # Calls Triton's own launcher reads past its arguments for (3.9 checks no count: uninitialised
+    # stack read as objects, a crash or a launch of garbage), so not run through it: fastlaunch raises
+    # TypeError and launches nothing.
+    past_end = [("too few args", lambda: ck_t[(1, 1, 1)](x, y)),
+                ("one arg", lambda: ck_s[(1, 1, 1)](out)),
+                ("none at all, stream given", lambda: ck_t[(1, 1, 1)](stream=0x7F3A5C0099A0))]
+
+    flt.disable()
+    triton_side = [run_one(call, stub, hook_calls, shapes) for _, _, call in cases]
+    flt.enable()
+    kernels = (ck_t, ck_s, ck_w, ck_c)
+    fast_side, served_ok = [], []
+    for name, served, call in cases:
+        before = _fast_total(triton_compiled, kernels)
+        fast_side.append(run_one(call, stub, hook_calls, shapes))
+        served_ok.append((name, served, _fast_total(triton_compiled, kernels) - before))
+    refused_wrong = []
+    for name, call in past_end:
+        got = run_one(call, stub, hook_calls, shapes)
+        if got[0] or got[2] != "TypeError":
+            refused_wrong.append(f"{name}: {got}")
+    flt.disable()
+    diffs = [name for (name, _, _), a, b in zip(cases, triton_side, fast_side) if a != b]
+    if os.environ.get("FLDEV_SHOW"):
+        for (name, _, _), a, b in zip(cases, triton_side, fast_side):
+            if a != b:
+                print(name, a, b, sep="\n  ", file=sys.stderr)
+    wrong = [f"{n}: served {g}" for n, s, g in served_ok if (g > 0) != s]
+    launches = sum(len(r[0]) for r in triton_side)
+    print(json.dumps({"cases": len(cases), "launches": launches, "differ": diffs, "serving_wrong": wrong,
+                      "refused_wrong": refused_wrong, "refused": len(past_end),
+                      "served": sum(1 for _, s, _ in served_ok if s)}))
+    return 0 if not diffs and not wrong and not refused_wrong and launches >= 12 else 1
+
+
+def launched(entry, shapes):
+    """(function, grid, argument bytes, hidden slots) of a logged launch, whichever way the
+    arguments were passed (a parameter array's slots are logged 8 bytes each)."""
+    from fldev.jit_fidelity import SIZES
+
+    function, grid, used_params, raw = entry
+    kinds, layout = shapes[function]
+    if used_params:
+        args = [raw[8 * j:8 * j + SIZES[k]] for j, k in enumerate(kinds)]
+        hidden = [raw[8 * (len(kinds) + h):8 * (len(kinds) + h) + 8] for h in range(len(layout["hidden"]))]
+    else:
+        args = [raw[off:off + SIZES[k]] for off, k in zip(layout["args"], kinds)]
+        hidden = [raw[off:off + 8] for off in layout["hidden"]]
+    return function, grid, args, hidden
+
+
+def run_one(call, stub, hook_calls, shapes):
+    """(launches, the last one's settings, exception type or None, hook calls) of one call."""
+    stub.state.stream = 0
+    stub.log(8)
+    del hook_calls[:]
+    try:
+        call()
+        exc = None
+    except Exception as e:  # noqa: BLE001  (compared by type)
+        exc = type(e).__name__
+    st = stub.state
+    log = [launched(e, shapes) for e in stub.take_log()]
+    last = (st.stream, tuple(st.block), st.shared, st.nattrs) if log else None  # the last launch's
+    return log, last, exc, [(k, sorted(v.items())) for k, v in hook_calls]
+
+
+def _fast_total(tc, kernels):
+    return sum(tc.launch_of(k).counts()["fast"] for k in kernels if tc.launch_of(k) is not None)
+
+
+def _with_hook(triton, hook, call):
+    knobs = triton.knobs.runtime
+    old = knobs.launch_enter_hook
+    knobs.launch_enter_hook = hook
+    try:
+        call()
+    finally:
+        knobs.launch_enter_hook = old
+
+
+if __name__ == "__main__":
+    sys.exit(main())
