@@ -82,6 +82,7 @@ def enable(*, backend=None) -> None:
         stock = Autotuner.__dict__["run"]
         Autotuner.run = _C.TunerSlot(stock)
         _state["tuner_run"] = (Autotuner, stock)
+    _C.launch_knobs(getattr(getattr(sys.modules.get("triton"), "knobs", None), "runtime", None))  # hooks' home
     triton_compiled.enable(_attach, backend=backend)  # compiled[grid](...) on a kept CompiledKernel
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
@@ -457,9 +458,10 @@ class _Policy:
 
         knobs = triton.knobs
         env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(("TRITON_", "MLIR_", "LLVM_"))))
-        # Knobs set in code (the options Triton parses take their defaults from some of them).
+        # Knobs set in code (options take defaults from some), less the launch hooks (read per launch).
         knob_values = tuple(sorted((name, k, repr(v)) for name in _KEY_KNOBS
-                                   for k, v in vars(getattr(knobs, name, None) or _Empty).items()))
+                                   for k, v in vars(getattr(knobs, name, None) or _Empty).items()
+                                   if k not in ("launch_enter_hook", "launch_exit_hook")))
         return (bool(getattr(self.fn, "debug", False)), _knob(knobs.runtime, "debug"),
                 _knob(knobs.compilation, "instrumentation_mode"),
                 _knob(knobs.compilation, "fpsan_homomorphic_casts"), env, knob_values, id(triton.runtime.driver.active))
@@ -515,7 +517,7 @@ class _Policy:
         return tuple(lists)
 
     def revalidate(self):
-        """(stock reason or None, device_fn, stream_fn, hook lists, watched dicts, keyed dicts):
+        """(stock reason or None, device_fn, stream_fn, hook lists or None, watched dicts, keyed dicts):
         called by the dispatcher when a watched dict changed (and at its first call)."""
         import triton
 
@@ -528,9 +530,7 @@ class _Policy:
             self.guards = []
         self.snapshot = snap
         reason = self._stock_reason(driver)
-        hooks = self._hook_lists()
-        if hooks is None:
-            reason, hooks = reason or "launch_hooks", ()
+        hooks = self._hook_lists()  # None: a hook is a plain callable (the dispatcher calls it while set)
         dev = getattr(driver, "get_current_device", None)
         stream = getattr(driver, "get_current_stream", None)
         if _is_torch_current_device(dev) and _is_torch_raw_stream(stream) and _C.jit_torch_shim():

@@ -6,9 +6,11 @@
  * kernel's __dict__): the plan launching every parameter in order (constexprs passed and skipped,
  * as Triton's launcher skips them), and the JitDispatcher of the kernel's JITFunction, whose gates
  * (knob changes, launch hooks) and device and stream sources the call uses as Triton's runner reads
- * them. Whatever the plan cannot take goes to Triton's own runner before anything is submitted:
- * another argument count or keyword, a grid that is not three ints in [0, 2^31), a hook set, a value
- * the plan refuses. Depends on the JIT layer; nothing depends on it. */
+ * them. With launch hooks set, the call makes Triton's launch metadata (the kernel's own
+ * launch_metadata) and calls the hooks as Triton's launcher does, around the plan's launch.
+ * Whatever the plan cannot take goes to Triton's own runner before anything is submitted: more
+ * arguments than parameters, a keyword, a grid that is not three ints in [0, 2^31), a value the plan
+ * refuses. Depends on the JIT layer; nothing depends on it. */
 #include "call_args.h"
 #include "jit_base.h"
 
@@ -24,7 +26,7 @@ typedef struct {
   PyObject *stock_counts;  /* dict: reason -> calls given to Triton */
   size_t min_args;         /* the last kernel argument's position + 1: trailing constexprs may be left
                             * out, as Triton's launcher skips them (FlagGems passes none) */
-  unsigned long long fast, stock;
+  unsigned long long fast, stock, hooked;
 } LaunchObject;
 
 typedef struct {
@@ -71,13 +73,39 @@ static inline int grid_of(PyObject *grid, int64_t g[3]) {
   return 0;
 }
 
+/* A call with launch hooks set (launch_hooks.c): the metadata (kernel.launch_metadata(grid, stream,
+ * *args), the arguments as given), enter(metadata), the launch, exit(metadata). A value the plan
+ * refuses after enter ran goes to Triton's launcher, told enter was called. */
+static FL_EXT_COLD PyObject *hooked_call(LaunchObject *L, PyObject *grid, const int64_t g[3], uint64_t stream,
+                                         PyObject *stream_obj, PyObject *const *args, size_t nargs,
+                                         PyObject *const *full, size_t nfull) {
+  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
+  fl_ext_hooks h;
+  if (fl_ext_hooks_enter(L->state, L->kernel, grid, stream, stream_obj, args, nargs, &h) < 0) return NULL;
+  fl_error err;
+  int rc = fl_ext_plan_launch(plan, full, nfull, stream, g, &err);
+  if (rc == 0) {
+    L->fast++;
+    L->hooked++;
+    return fl_ext_hooks_exit(&h) < 0 ? NULL : Py_NewRef(Py_None);
+  }
+  if (rc == -1 && err.backend_submitted) {
+    fl_ext_hooks_release(&h);
+    return fl_ext_raise_named(L->state, &err, plan->arg_names);
+  }
+  if (rc == -2) PyErr_Clear();
+  L->stock++;
+  fl_ext_count_reason(L->stock_counts, rc == -2 ? "argument_raised" : "argument_refused", NULL);
+  return fl_ext_hooks_hand_back(&h, L->kernel, g, args, nargs);
+}
+
 static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   CallObject *call = (CallObject *)callable; /* held by the caller, with its launch and grid */
   LaunchObject *L = call->launch;
   fl_ext_state *st = L->state;
   size_t nargs = PyVectorcall_NARGS(nargsf);
   uint64_t stream = 0;
-  int have_stream = 0;
+  int have_stream = 0, hooked;
   int64_t g[3];
   if (FL_EXT_UNLIKELY(!L->plan)) return stock(L, call->grid, "plan_unavailable", args, nargsf, kwnames);
   if (FL_EXT_UNLIKELY(nargs < L->min_args)) /* Triton's launcher would read past its arguments */
@@ -97,16 +125,22 @@ static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size
   if (nargs > ncall) return stock(L, call->grid, "arg_count", args, nargsf, kwnames);
   if (grid_of(call->grid, g)) return stock(L, call->grid, "grid_form", args, nargsf, kwnames);
   const char *why;
-  int rc = fl_jit_compiled_gate((JitObject *)L->dispatcher, &stream, have_stream, &why);
+  int rc = fl_jit_compiled_gate((JitObject *)L->dispatcher, &stream, have_stream, &why, &hooked);
   if (rc < 0) return NULL;
   if (rc > 0) return stock(L, call->grid, why, args, nargsf, kwnames);
+  if (FL_EXT_UNLIKELY(hooked) && (!st->launch_knobs || nargs > FL_EXT_HOOK_MAX_ARGS))
+    return stock(L, call->grid, "launch_hooks", args, nargsf, kwnames);
   PyObject *full[JIT_MAX_PARAMS];
+  PyObject *const *given = args;
+  size_t ngiven = nargs;
   if (nargs < ncall) { /* the trailing constexprs left out: positions the plan skips */
     if (ncall > JIT_MAX_PARAMS) return stock(L, call->grid, "arg_count", args, nargsf, kwnames);
     for (size_t i = 0; i < ncall; i++) full[i] = i < nargs ? args[i] : Py_None;
     args = full;
     nargs = ncall;
   }
+  if (FL_EXT_UNLIKELY(hooked))
+    return hooked_call(L, call->grid, g, stream, have_stream ? given[ngiven] : NULL, given, ngiven, args, nargs);
   fl_error err;
   rc = fl_ext_plan_launch(plan, args, nargs, stream, g, &err);
   if (FL_EXT_LIKELY(rc == 0)) {
@@ -328,12 +362,13 @@ static void launch_dealloc(PyObject *op) {
 static PyObject *launch_counts(PyObject *op, PyObject *unused) {
   (void)unused;
   LaunchObject *self = (LaunchObject *)op;
-  return Py_BuildValue("{s:K,s:K,s:N}", "fast", self->fast, "stock", self->stock, "stock_reasons",
-                       PyDict_Copy(self->stock_counts));
+  return Py_BuildValue("{s:K,s:K,s:K,s:N}", "fast", self->fast, "hooked", self->hooked, "stock", self->stock,
+                       "stock_reasons", PyDict_Copy(self->stock_counts));
 }
 
 static PyMethodDef launch_methods[] = {
-    {"counts", launch_counts, METH_NOARGS, "counts() -> {'fast': n, 'stock': n, 'stock_reasons': {reason: n}}"},
+    {"counts", launch_counts, METH_NOARGS, "counts() -> {'fast': n, 'hooked': n (of fast, with launch hooks called), 'stock': n, "
+     "'stock_reasons': {reason: n}}"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -424,8 +459,11 @@ static PyType_Spec call_spec = {
 
 /* The three types; held by the module (the static pointers are for the call path). */
 int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st) {
-  (void)st;
   if (!str_launch_attr && !(str_launch_attr = PyUnicode_InternFromString("_fastlaunch_launch"))) return -1;
+  st->str_launch_metadata = PyUnicode_InternFromString("launch_metadata");
+  st->str_launch_enter_hook = PyUnicode_InternFromString("launch_enter_hook");
+  st->str_launch_exit_hook = PyUnicode_InternFromString("launch_exit_hook");
+  if (!st->str_launch_metadata || !st->str_launch_enter_hook || !st->str_launch_exit_hook) return -1;
   PyType_Spec *specs[3] = {&subscript_spec, &launch_spec, &call_spec};
   PyTypeObject *types[3];
   for (int i = 0; i < 3; i++) {

@@ -66,6 +66,10 @@ typedef struct {
   PyTypeObject *tuner_bound_type; /* tuner_slot.c: the slot bound to an instance */
   PyTypeObject *heuristics_type; /* heuristics.c: Triton's Heuristics' dispatcher */
   PyObject *str_heuristics_count;
+  /* launch_hooks.c: the kernel's launch_metadata, and where the hooks are read (triton.knobs.runtime,
+   * set by the policy's enable(); NULL: a hooked call goes to Triton) */
+  PyObject *str_launch_metadata, *str_launch_enter_hook, *str_launch_exit_hook;
+  PyObject *launch_knobs;
   int dict_watcher;           /* 3.12+: the watcher id of the JIT's watched dicts */
   /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
   const fl_tensor_door *door;
@@ -309,6 +313,24 @@ int fl_ext_add_heuristics_type(PyObject *module, fl_ext_state *st);
 int fl_ext_add_tuner_slot_type(PyObject *module, fl_ext_state *st); /* tuner_slot.c: Autotuner.run's stand-in */
 int fl_ext_add_jit_call_types(PyObject *module, fl_ext_state *st);
 int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st); /* compiled.c: CompiledKernel[grid] */
+
+/* launch_hooks.c: a call with launch hooks set, made as Triton's runner and launcher make it.
+ * enter: the kernel's launch_metadata(grid, stream, *args) and both hooks read, then enter called:
+ * 0 (launch now, then exit or hand_back), or -1 with an exception (nothing launched, h released).
+ * exit: calls the exit hook after the launch (0, or -1 with its exception). hand_back: the kernel's
+ * own launcher, told enter was called, for a call the plan refused after enter; its result. Both
+ * release h; release alone after an error past enter (exit is not called, as in Triton). */
+#define FL_EXT_HOOK_MAX_ARGS 256
+typedef struct {
+  PyObject *md, *exit_hook, *stream;
+} fl_ext_hooks;
+int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64_t stream, PyObject *stream_obj,
+                       PyObject *const *args, size_t nargs, fl_ext_hooks *h);
+int fl_ext_hooks_exit(fl_ext_hooks *h);
+PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_t g[3], PyObject *const *args,
+                                 size_t nargs);
+void fl_ext_hooks_release(fl_ext_hooks *h);
+PyObject *fl_ext_set_launch_knobs(PyObject *module, PyObject *knobs);
 /* jit.c: a JitDispatcher called as kernel[grid](*args, **kwargs) is (grid given apart). */
 PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames);
 /* autotune.c: an AutotuneDispatcher called as kernel[grid](...), and its reused kernel[grid] object. */

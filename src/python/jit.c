@@ -22,6 +22,7 @@
  * the things it watches change (knobs, the environment, the active driver, the kernel's globals).
  * The policy (fastlaunch.triton_jit) owns those decisions; this file only applies them. */
 #include "jit_base.h"
+#include "jit_call_grid.h"
 
 static Py_ssize_t ident_index(PyObject *names, PyObject *key) {
   Py_ssize_t n = PyTuple_GET_SIZE(names);
@@ -149,87 +150,7 @@ static inline int current_stream(JitObject *self, int32_t device, uint64_t *stre
   return -1;
 }
 
-/* ---- the grid ---- */
-
-/* An int variable of a grid program: 0, or 1 when the value is not an int that fits. */
-static int grid_var(PyObject *v, int64_t *out) {
-  if (!v || !PyLong_Check(v)) return 1;
-  uint64_t w;
-  if (fl_ext_int_word(v, &w)) { /* an exact int within int64 */
-    *out = (int64_t)w;
-    return 0;
-  }
-  int overflow = 0;
-  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-  if (overflow || (x == -1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    return 1;
-  }
-  *out = x;
-  return 0;
-}
-
-/* A grid source's value (borrowed), NULL when it is not there. */
-static FL_EXT_ALWAYS_INLINE PyObject *grid_source_value(const grid_source *s, const jit_entry *e, PyObject *const *pv,
-                                          PyObject *closure) {
-  if (s->kind == SRC_ARG) return pv[s->index];
-  if (s->kind == SRC_CELL)
-    return closure && s->index < PyTuple_GET_SIZE(closure) ? PyCell_GET(PyTuple_GET_ITEM(closure, s->index)) : NULL;
-  /* Borrowed, on every launch (a strong reference costs this path 20 instructions): read at once,
-   * under the GIL, while the module's dict holds it. The lookup can run a colliding key's __eq__,
-   * which may clear the table: the entry is then in the graveyard (jit_table.c), still readable, and
-   * the caller's generation check after the grid sends the call to Triton. */
-  PyObject *v = PyDict_GetItemWithError(e->grid_globals, s->name);
-  if (!v) PyErr_Clear();
-  return v;
-}
-
-/* Whether `grid` is a function of the entry's grid code that Triton would call with its defaults
- * as they were when the code was compiled (none). */
-static FL_EXT_ALWAYS_INLINE int grid_is_programs(const jit_entry *e, PyObject *grid) {
-  return PyFunction_Check(grid) && e->grid_code && PyFunction_GET_CODE(grid) == e->grid_code &&
-         PyFunction_GET_GLOBALS(grid) == e->grid_globals && !PyFunction_GET_DEFAULTS(grid) &&
-         !PyFunction_GET_KW_DEFAULTS(grid);
-}
-
-/* Triton's common lambda read inline: one source that is an exact int, dimension 0 a shape, 1 and
- * 2 constant. 0 with the grid, or 1 (grid_program decides). */
-static FL_EXT_ALWAYS_INLINE int grid_shaped(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t out[3]) {
-  if (!e->grid_shaped || e->ngrid_src != 1 || !grid_is_programs(e, grid)) return 1;
-  PyObject *v = grid_source_value(e->grid_src, e, pv, PyFunction_GET_CLOSURE(grid));
-  uint64_t w;
-  if (!v || !fl_ext_int_word(v, &w) || (int64_t)w > e->grid_shape.hi) return 1;
-  out[0] = fl__grid_shape_apply(&e->grid_shape, (int64_t)w);
-  out[1] = e->grid_const[1];
-  out[2] = e->grid_const[2];
-  return 0;
-}
-
-/* The grid from the entry's program when `grid` is a function of its code: 0, or 1 (not the
- * program's function, or a value it cannot compute: the callable is called instead). */
-static int grid_program(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t out[3]) {
-  if (!grid_is_programs(e, grid)) return 1;
-  PyObject *closure = PyFunction_GET_CLOSURE(grid);
-  int64_t vars[JIT_MAX_GRID_VARS];
-  for (size_t i = 0; i < e->ngrid_src; i++)
-    if (grid_var(grid_source_value(&e->grid_src[i], e, pv, closure), &vars[i])) return 1;
-  if (e->grid_shaped && vars[0] <= e->grid_shape.hi) {
-    out[0] = fl__grid_shape_apply(&e->grid_shape, vars[0]);
-    out[1] = e->grid_const[1];
-    out[2] = e->grid_const[2];
-    return 0;
-  }
-  for (int d = 0; d < 3; d++) {
-    fl_error err;
-    if (!e->grid_prog[d]) out[d] = e->grid_const[d];
-    else if (fl_grid_program_eval(e->grid_prog[d], vars, e->ngrid_src, &out[d], &err) != FL_OK) return 1;
-  }
-  return 0;
-}
-
 /* ---- the call ---- */
-
-
 
 /* Launches through the entry's plan with the values the key pass read: 0 launched; 1 refused
  * before the boundary (err); -1 with an exception (after the boundary). No Python code runs here. */
@@ -259,31 +180,6 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
 }
 
 #define STOCK(reason, miss) fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, reason, NULL, miss)
-
-/* An exact tuple of 1-3 exact ints (a grid the caller computed, most often): 0, or what
- * fl_jit_read_grid says of any other. */
-static FL_EXT_ALWAYS_INLINE int tuple_grid(PyObject *grid, int64_t g[3]) {
-  Py_ssize_t n = PyTuple_GET_SIZE(grid);
-  if (FL_EXT_UNLIKELY(n < 1 || n > 3)) return fl_jit_read_grid(grid, g);
-  for (Py_ssize_t d = 0; d < 3; d++) {
-    uint64_t w = 1;
-    if (d < n && FL_EXT_UNLIKELY(!fl_ext_int_word(PyTuple_GET_ITEM(grid, d), &w))) return fl_jit_read_grid(grid, g);
-    g[d] = (int64_t)w;
-  }
-  return 0;
-}
-
-/* The grid of a call to entry e, as Triton's run takes it: 0; 1 (a callable that is not e's grid
- * program: the full path calls it); -1 (not read here: Triton's path reads it, or raises). */
-static FL_EXT_ALWAYS_INLINE int call_grid(const jit_entry *e, PyObject *const *pv, PyObject *grid, int64_t g[3]) {
-  int r;
-  if (grid_shaped(e, pv, grid, g) == 0) r = 0;
-  else if (PyTuple_CheckExact(grid)) r = tuple_grid(grid, g) ? -1 : 0;
-  else if (PyCallable_Check(grid)) r = grid_program(e, pv, grid, g);
-  else r = fl_jit_read_grid(grid, g) ? -1 : 0; /* a list, a range, a numpy array, ... */
-  if (r == 0 && FL_EXT_UNLIKELY((g[1] | g[2]) != 1) && fl_jit_grid_product_wraps(g)) return -1;
-  return r;
-}
 
 /* Launches a call the memo matched: 0 with *res (the result, or NULL with an exception); 1 when
  * the grid is a callable to call, which the full path does (nothing was run). The only Python code
@@ -330,6 +226,75 @@ static FL_EXT_COLD int lazy_pointers(JitObject *self, jit_kw *kw, PyObject *cons
   return 1;
 }
 
+/* Whether the kernel's launch metadata is given the grid: only its own launch_metadata function reads
+ * it (Triton's CompiledKernel.launch_metadata), so only then is a callable grid called for it. */
+static FL_EXT_COLD int metadata_reads_grid(JitObject *self) {
+  PyObject *f = PyObject_GetAttr(self->fn, self->state->str_launch_metadata);
+  if (!f) PyErr_Clear();
+  int reads = !f || f != Py_None;
+  Py_XDECREF(f);
+  return reads;
+}
+
+/* The grid of a call the full path found entry e for: 0 read; -1 not read here (Triton's path reads
+ * it); 2 with an exception (the callable's). A callable not e's grid program is traced (later calls
+ * compute it in C) or called (*computed, its answer; *meta, the mapping it got; *changed, whether it
+ * wrote that); *python when Python code ran. With hooks set, a callable grid is called when the
+ * kernel's launch_metadata reads it (Triton gives it the callable's answer). */
+static FL_EXT_COLD int found_grid(JitObject *self, jit_entry *e, PyObject *const *pv, PyObject *grid, int hooked,
+                                  int64_t g[3], PyObject **computed, PyObject **meta, int *changed, int *python) {
+  int call = hooked && PyCallable_Check(grid) && metadata_reads_grid(self);
+  int r = call ? 1 : call_grid(e, pv, grid, g);
+  if (r > 0 && !call && fl_jit_learn_grid(self, e, grid, pv)) *python = 1, r = call_grid(e, pv, grid, g);
+  if (r <= 0) return r;
+  *python = 1;
+  r = fl_jit_called_grid(self, pv, grid, g, computed, meta);
+  if (!*computed) return 2;
+  *changed = fl_jit_meta_changed(self, *meta, pv);
+  return r;
+}
+
+_Static_assert(JIT_MAX_PARAMS <= FL_EXT_HOOK_MAX_ARGS, "a hooked call passes every bound parameter");
+
+/* A call with launch hooks set, its entry found and its grid computed (the grid object as Triton's
+ * run gives it to launch_metadata): enter (launch_hooks.c), the launch values read again (Triton's
+ * launcher reads them after enter), the launch, then exit. A call the plan refuses after enter goes
+ * to Triton's launcher, told enter ran. The kernel, as Triton's run returns it, or NULL. */
+static FL_EXT_COLD PyObject *hooked_launch(JitObject *self, const jit_entry *e, jit_bound *b, const jit_values *vals,
+                                           jit_values *again, PyObject *grid, uint64_t stream, const int64_t g[3]) {
+  size_t np = (size_t)PyTuple_GET_SIZE(self->param_names);
+  PyObject *kernel = Py_NewRef(e->kernel); /* Python code runs from here on: the entry may be cleared */
+  /* A callable grid computed in C: the kernel's metadata does not read it (found_grid), given as ints. */
+  PyObject *given = PyCallable_Check(grid) ? Py_BuildValue("(LLL)", (long long)g[0], (long long)g[1], (long long)g[2])
+                                           : Py_NewRef(grid);
+  fl_ext_hooks h;
+  int entered = given ? fl_ext_hooks_enter(self->state, kernel, given, stream, NULL, b->vals, np, &h) : -1;
+  Py_XDECREF(given);
+  if (entered < 0) goto fail;
+  fl_error err;
+  int r = fl_jit_launch_values(self, b, vals, again);
+  if (r == 0) r = launch_entry(self, e, again, stream, g, &err);
+  else if (r > 0) snprintf(err.reason, sizeof err.reason, "arg_layout_changed");
+  if (r == 0) {
+    self->fast++;
+    self->hooked++;
+    if (fl_ext_hooks_exit(&h) < 0) goto fail; /* launched: its exception, as Triton's launcher raises it */
+    return kernel;
+  }
+  if (r < 0) {
+    fl_ext_hooks_release(&h);
+    goto fail;
+  }
+  fl_jit_count_stock(self, err.reason, NULL);
+  PyObject *ran = fl_ext_hooks_hand_back(&h, kernel, g, b->vals, np);
+  if (!ran) goto fail;
+  Py_DECREF(ran);
+  return kernel;
+fail:
+  Py_DECREF(kernel);
+  return NULL;
+}
+
 /* The full path: bind, key, table; then the memo holds what a fast call found. Triton's order from
  * the binding on: the arguments read (the key; data_ptr() and dtype of a tensor the door declines),
  * then the grid (the callable called with the mapping), then the hooks and the launch values read
@@ -339,12 +304,12 @@ static FL_EXT_COLD int lazy_pointers(JitObject *self, jit_kw *kw, PyObject *cons
  * (revalidated) or written the mapping: each sends the call to Triton, with the grid it would have
  * computed. */
 static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs,
-                                           PyObject *kwnames, int32_t device, uint64_t stream) {
+                                           PyObject *kwnames, int32_t device, uint64_t stream, int hooked) {
   PyObject *grid = kw->grid;
   jit_bound b;
   if (bind_call(self, &b, args, nargs, kw->kwnames, kw->kwvals, kw->nkw)) return STOCK(b.why, NULL);
   jit_key k;
-  jit_values vals, again;
+  jit_values vals, again; /* as the key read them; as the launch reads them after Python code ran */
   PyObject *res = NULL, *computed = NULL, *meta = NULL, *why_obj = NULL;
   const char *why = NULL;
   again.nheld = 0;
@@ -369,17 +334,11 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   int64_t g[3];
   fl_error err;
   int changed = 0;
-  r = call_grid(e, b.vals, grid, g);
-  if (r > 0 && fl_jit_learn_grid(self, e, grid, b.vals)) python = 1, r = call_grid(e, b.vals, grid, g);
-  if (r > 0) {
-    python = 1;
-    r = fl_jit_called_grid(self, b.vals, grid, g, &computed, &meta);
-    if (!computed) goto done;
-    changed = fl_jit_meta_changed(self, meta, b.vals);
-  }
+  if ((r = found_grid(self, e, b.vals, grid, hooked, g, &computed, &meta, &changed, &python)) > 1) goto done;
   if (gen != self->gen) why = "table_changed"; /* the callable (or a global's __eq__) cleared it */
   else if (python && fl_jit_settled(self, &why, &why_obj) < 0) goto done;
   else if (changed) why = "grid_wrote_mapping";
+  else if (fl_jit_hooked(self) != hooked) why = "launch_hooks_changed"; /* set or cleared by the grid */
   else if (r < 0) why = "grid_unreadable";
   if (why || why_obj) {
     PyObject *replay = computed ? fl_jit_replay_grid(self, computed, meta, changed) : Py_NewRef(grid);
@@ -388,6 +347,10 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
     goto done;
   }
   if (computed) grid = computed; /* readable and the mapping untouched: what Triton gets if the plan refuses */
+  if (hooked) {
+    res = hooked_launch(self, e, &b, &vals, &again, grid, stream, g);
+    goto done;
+  }
   const jit_values *launch = &vals;
   if (python) { /* the launcher's read of the values, after the grid */
     r = fl_jit_launch_values(self, &b, &vals, &again);
@@ -425,7 +388,7 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
   if (self->stock_reason) return fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, self->stock_reason, NULL);
   const char *why = fl_jit_dispatch_checks(self);
   if (why) return STOCK(why, NULL);
-  /* The device and the stream first, as Triton's run reads them. */
+  /* The device and the stream first, as Triton's run reads them (the hooks are read later). */
   int32_t device;
   uint64_t stream;
   if (current_device(self, &device) < 0 || current_stream(self, device, &stream) < 0) return NULL;
@@ -435,7 +398,9 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
     if (s < 0) return NULL;
     if (s > 0) return fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
   }
-  if (kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
+  int hooked = fl_jit_hooked(self);
+  if (FL_EXT_UNLIKELY(hooked) && !self->state->launch_knobs) return STOCK("launch_hooks", NULL);
+  if (!hooked && kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
     PyObject *pv[JIT_MAX_PARAMS];
     fl_value values[JIT_MAX_PARAMS];
     uint64_t words_at[JIT_MAX_PARAMS + 1], *words = NULL; /* in words when the plan takes them */
@@ -445,29 +410,28 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
         memo_launch(self, kw, args, nargs, kwnames, stream, pv, values, words, &res) == 0)
       return res;
   }
-  return full_dispatch(self, kw, args, nargs, kwnames, device, stream);
+  return full_dispatch(self, kw, args, nargs, kwnames, device, stream, hooked);
 }
 #undef STOCK
 
 /* The gates of a compiled kernel's call (compiled.c), as this dispatcher keeps them for its kernel:
- * changes seen, Triton's reasons (a stock reason, launch hooks), then the device and the stream
- * unless the call passed one. Pre-run hooks are not the launcher's: Triton's runner never calls
- * them. 0 with the stream; 1 with *why (Triton's call); -1 with an exception. */
-static int compiled_gates_closed(JitObject *self, const char **why) {
+ * changes seen, Triton's reasons, then the device and the stream unless the call passed one.
+ * Pre-run hooks are not the launcher's: Triton's runner never calls them. Launch hooks set are the
+ * caller's to call (*hooked). 0 with the stream; 1 with *why (Triton's call); -1 with an exception. */
+static int compiled_gates_closed(JitObject *self, const char **why, int *hooked) {
   if (fl_ext_watch_changed(&self->watch) && fl_jit_revalidate(self) < 0) return -1;
   if (self->stock_reason) return *why = "stock_reason", 1;
-  for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++)
-    if (PyList_GET_SIZE(PyTuple_GET_ITEM(self->hook_lists, h)) > 0) return *why = "launch_hooks", 1;
+  *hooked = fl_jit_hooked(self);
   return 0;
 }
 
-int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why) {
+int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why, int *hooked) {
   *why = NULL;
-  int rc = compiled_gates_closed(self, why);
+  int rc = compiled_gates_closed(self, why, hooked);
   if (rc || have_stream) return rc;
   int32_t device;
   if (current_device(self, &device) < 0 || current_stream(self, device, stream) < 0) return -1;
-  if (FL_EXT_UNLIKELY(self->device_fn || self->stream_fn)) return compiled_gates_closed(self, why); /* Python ran */
+  if (FL_EXT_UNLIKELY(self->device_fn || self->stream_fn)) return compiled_gates_closed(self, why, hooked); /* Python ran */
   return 0;
 }
 

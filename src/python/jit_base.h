@@ -267,7 +267,8 @@ typedef struct {
   PyObject *defaults;     /* tuple: per parameter (default,) or () for none */
   PyObject *option_names; /* tuple of str: keywords that are launch options */
   PyObject *pre_run_hooks;/* list */
-  PyObject *hook_lists;   /* tuple of lists */
+  PyObject *hook_lists;   /* tuple of lists: Triton's hook chains' calls */
+  int hooks_plain;        /* a launch hook is a plain callable (set while it is) */
   PyObject *stock_reason; /* str while every call goes to Triton, else NULL */
   PyObject *device_fn, *stream_fn; /* the driver's callables, or NULL where a C function reads them */
   int32_t (*c_device)(int32_t *);  /* torch's shim, or a driver's registered C equivalent */
@@ -277,6 +278,7 @@ typedef struct {
   PyObject *stock_counts; /* dict reason -> count */
   unsigned long long fast, stock;
   unsigned long long memo_fast; /* fast calls the memo took */
+  unsigned long long hooked;    /* fast calls with launch hooks called around them */
   unsigned long long grid_calls; /* grid callables called (no grid program for their code) */
   jit_entry **slots;
   size_t cap, count;
@@ -373,16 +375,22 @@ FL_EXT_COLD int fl_jit_meta_changed(JitObject *self, PyObject *meta, PyObject *c
 FL_EXT_COLD PyObject *fl_jit_replay_grid(JitObject *self, PyObject *answer, PyObject *meta, int changed);
 FL_EXT_COLD int fl_jit_settled(JitObject *self, const char **why, PyObject **why_obj);
 FL_EXT_COLD int fl_jit_learn_grid(JitObject *self, jit_entry *e, PyObject *grid, PyObject *const *pv);
-/* The hooks Triton's run calls: a call with any goes there. */
+/* The hooks Triton's run calls before the binding: a call with any goes there. */
 static inline const char *fl_jit_dispatch_checks(const JitObject *self) {
-  if (PyList_GET_SIZE(self->pre_run_hooks) > 0) return "pre_run_hooks";
+  return PyList_GET_SIZE(self->pre_run_hooks) > 0 ? "pre_run_hooks" : NULL;
+}
+
+/* Whether a launch hook is set (a plain callable, or a chain with calls): such a call is made with
+ * the hooks called around the launch (launch_hooks.c). */
+static inline int fl_jit_hooked(const JitObject *self) {
+  if (self->hooks_plain) return 1;
   for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++)
-    if (PyList_GET_SIZE(PyTuple_GET_ITEM(self->hook_lists, h)) > 0) return "launch_hooks";
-  return NULL;
+    if (PyList_GET_SIZE(PyTuple_GET_ITEM(self->hook_lists, h)) > 0) return 1;
+  return 0;
 }
 
 /* jit.c: run(*args, grid=, warmup=, **kwargs), and a JitCall (kernel[grid]) of a JitDispatcher */
-int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why);
+int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why, int *hooked);
 PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* jit_grid.c */

@@ -188,33 +188,36 @@ static void *source_of(PyObject **fn, PyObject *value, const char *capsule, int 
   return p;
 }
 
-/* policy.revalidate() -> (stock reason or None, device_fn, stream_fn, hook lists, watched dicts).
+/* policy.revalidate() -> (stock reason or None, device_fn, stream_fn, hook lists (None: a plain
+ * callable hook is set), watched dicts).
  * The new state is taken whole (strong references), then stored field by field with no release in
  * between, and the old references are released last: a __del__ they run, which may call this
  * dispatcher again, sees either the old state or the new one, never half of each. */
 FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
   PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
   if (!r) return -1;
-  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) < 5 || PyTuple_GET_SIZE(r) > 6 || !PyTuple_Check(PyTuple_GET_ITEM(r, 3)) ||
-      !PyTuple_Check(PyTuple_GET_ITEM(r, 4))) {
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) < 5 || PyTuple_GET_SIZE(r) > 6 ||
+      (!PyTuple_Check(PyTuple_GET_ITEM(r, 3)) && PyTuple_GET_ITEM(r, 3) != Py_None) || !PyTuple_Check(PyTuple_GET_ITEM(r, 4))) {
     Py_DECREF(r);
     PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, device_fn, stream_fn, hook_lists, watched[, keyed])");
     return -1;
   }
   PyObject *reason = PyTuple_GET_ITEM(r, 0), *hooks = PyTuple_GET_ITEM(r, 3);
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(hooks); i++)
+  int plain = hooks == Py_None; /* a hook that is a plain callable: set while it is */
+  hooks = plain ? PyTuple_New(0) : Py_NewRef(hooks);
+  int bad = !hooks;
+  for (Py_ssize_t i = 0; !bad && i < PyTuple_GET_SIZE(hooks); i++)
     if (!PyList_Check(PyTuple_GET_ITEM(hooks, i))) {
-      Py_DECREF(r);
       PyErr_SetString(PyExc_TypeError, "revalidate(): hook_lists: a tuple of lists");
-      return -1;
+      bad = 1;
     }
-  int bad = 0;
   PyObject *dev_fn = NULL, *stream_fn = NULL;
-  void *cdev = source_of(&dev_fn, PyTuple_GET_ITEM(r, 1), "fastlaunch.current_device", &bad);
-  void *cstream = source_of(&stream_fn, PyTuple_GET_ITEM(r, 2), "fastlaunch.current_stream", &bad);
+  void *cdev = bad ? NULL : source_of(&dev_fn, PyTuple_GET_ITEM(r, 1), "fastlaunch.current_device", &bad);
+  void *cstream = bad ? NULL : source_of(&stream_fn, PyTuple_GET_ITEM(r, 2), "fastlaunch.current_stream", &bad);
   if (bad) {
     Py_XDECREF(dev_fn);
     Py_XDECREF(stream_fn);
+    Py_XDECREF(hooks);
     Py_DECREF(r);
     return -1;
   }
@@ -226,7 +229,8 @@ FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
   self->c_stream = aoti_stream;
   if (cdev) *(void **)&self->c_device = cdev;
   if (cstream) *(void **)&self->c_stream = cstream;
-  self->hook_lists = Py_NewRef(hooks);
+  self->hook_lists = hooks;
+  self->hooks_plain = plain;
   int rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 4));
   if (rc == 0 && PyTuple_GET_SIZE(r) == 6) rc = fl_ext_watch_set_keyed(&self->watch, self->state, PyTuple_GET_ITEM(r, 5));
   for (int i = 0; i < 4; i++) Py_XDECREF(old[i]);

@@ -203,6 +203,9 @@ static PyMethodDef module_methods[] = {
     {"backend_load", ext_backend_load, METH_VARARGS,
      "backend_load($module, name, /)\n--\n\nLoads a backend or raises FastLaunchPlanUnavailable with the reason."},
     {"backend_info", ext_backend_info, METH_VARARGS, "backend_info($module, name, /)\n--\n\n-> dict: what the backend's table says"},
+    {"launch_knobs", fl_ext_set_launch_knobs, METH_O,
+     "launch_knobs($module, knobs, /)\n--\n\nWhere a call with launch hooks set reads them (triton.knobs.runtime); "
+     "None: such calls go to Triton"},
     {"kinds", ext_kinds, METH_O, "kinds($module, seq, /)\n--\n\n-> list: canonical kind names (Triton's spellings parsed in C)"},
     {NULL, NULL, 0, NULL},
 };
@@ -250,6 +253,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(st->autotune_type);
   Py_VISIT(st->tuner_bound_type);
   Py_VISIT(st->heuristics_type);
+  Py_VISIT(st->launch_knobs);
   return 0;
 }
 
@@ -268,6 +272,10 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->str_run);
   Py_CLEAR(st->str_dtype);
   Py_CLEAR(st->str_heuristics_count);
+  Py_CLEAR(st->str_launch_metadata);
+  Py_CLEAR(st->str_launch_enter_hook);
+  Py_CLEAR(st->str_launch_exit_hook);
+  Py_CLEAR(st->launch_knobs);
   Py_CLEAR(st->jit_type);
   Py_CLEAR(st->jit_call_type);
   Py_CLEAR(st->jit_subscript_type);

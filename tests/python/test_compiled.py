@@ -1,6 +1,7 @@
 """Kept Triton CompiledKernels called again, `compiled[grid](*args)` (FlagGems' LibEntry, caches of
 what `kernel[grid]` or `warmup` returned), through fastlaunch (src/python/compiled.c) and through
-Triton alone, on the stand-in driver in a process of its own: tools/fldev/compiled_fidelity.py."""
+Triton alone, on the stand-in driver in a process of its own: tools/fldev/compiled_fidelity.py; and
+JIT calls with launch hooks set, made in C (src/python/launch_hooks.c): tools/fldev/hooks_fidelity.py."""
 
 import json
 
@@ -23,6 +24,24 @@ def test_compiled_kernel_calls_match_tritons_own_launcher(tmp_path):
     # launched.
     assert result["refused_wrong"] == [] and result["refused"] >= 3, result
     assert result["cases"] >= 17 and result["served"] >= 10 and result["launches"] >= 12, result
+    # Launch hooks (plain, chained, raising, with a kernel's launch_metadata) called as Triton calls
+    # them, served in C: the hook calls compared are not empty.
+    assert result["hooked"] >= 10, result
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_jit_calls_with_launch_hooks_match_triton_and_are_served_in_c(tmp_path):
+    """kernel[grid](...) and fn.run(...) with launch hooks set (plain, chained, setting each other,
+    raising, a kernel's launch_metadata over a lambda grid, autotuned, under heuristics), through
+    fastlaunch and Triton alone: tools/fldev/hooks_fidelity.py."""
+    proc = _run(tmp_path, "fldev.hooks_fidelity", timeout=900)
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    # The same launches, exception types and hook calls (their metadata by content), and fastlaunch
+    # served exactly the cases it must (the dispatcher's fast count): a pre-run hook and a raising
+    # enter hook are Triton's.
+    assert result["differ"] == [] and result["serving_wrong"] == [], result
+    assert result["cases"] >= 17 and result["served"] >= 14 and result["hooked"] >= 12, result
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 

@@ -46,9 +46,10 @@ def main():
     ck_c = cuda_stub.compile(K.tensors,
                              {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
                              constexprs={"BLOCK": 256})
+    ck_m = K.with_metadata[(4,)](x, y, 100, BLOCK=64)  # its launch_metadata feeds the hooks
     hook_calls = []
     shapes = {}
-    for ck in (ck_t, ck_s, ck_w, ck_c):
+    for ck in (ck_t, ck_s, ck_w, ck_c, ck_m):
         ck._init_handles()  # a warmup's kernel is loaded at its first subscript
         abi = abi_of(ck)
         layout = plan_from_compiled(ck, backend="null", function=0).layout
@@ -56,6 +57,18 @@ def main():
 
     def enter(meta):
         hook_calls.append(("enter", dict(meta.get())))
+
+    def leave(meta):
+        hook_calls.append(("exit", dict(meta.get()) if meta is not None else None))
+
+    def enter_second(meta):
+        hook_calls.append(("enter 2", dict(meta.get())))
+
+    def raises(meta):
+        hook_calls.append(("raises", None))
+        raise RuntimeError("a hook that raises")
+
+    hooks = lambda call, **kw: _with_hooks(triton, call, **kw)  # noqa: E731
 
     held = {}
     cases = [  # (name, served, call)
@@ -78,7 +91,22 @@ def main():
         ("float for a pointer", False, lambda: ck_t[(1, 1, 1)](1.5, y, 5, 128)),
         ("held runners", True, lambda: (held.update(a=ck_t[(5, 1, 1)], b=ck_t[(6, 1, 1)]),
                                         held["a"](x, y, 1, 128), held["b"](x, y, 2, 128))),
-        ("enter hook", False, lambda: _with_hook(triton, enter, lambda: ck_t[(1, 1, 1)](x, y, 3, 128))),
+        # Launch hooks: called in C around the plan's launch, with the kernel's own launch_metadata.
+        ("enter hook", True, lambda: hooks(lambda: ck_t[(1, 1, 1)](x, y, 3, 128), enter=enter)),
+        ("enter and exit hooks", True, lambda: hooks(lambda: ck_t[(2, 1, 1)](x, y, 3, 128), enter=enter, exit=leave)),
+        ("exit hook alone", True, lambda: hooks(lambda: ck_t[(2, 1, 1)](x, y, 3, 128), exit=leave)),
+        ("hook chains", True, lambda: hooks(lambda: ck_s[(1, 1, 1)](out, 1, 2, 0.5, True, 32),
+                                            chain=[(enter, leave), (enter_second, leave)])),
+        ("launch_metadata kernel", True, lambda: hooks(lambda: ck_m[(3, 1, 1)](x, y, 90, 64), enter=enter, exit=leave)),
+        ("hooked, explicit stream", True, lambda: hooks(lambda: ck_t[(1, 1, 1)](x, y, 3, 128, stream=0x7F3A5C0099A0),
+                                                        enter=enter)),
+        ("enter hook raises", False, lambda: hooks(lambda: ck_t[(1, 1, 1)](x, y, 3, 128), enter=raises, exit=leave)),
+        ("exit hook raises", True, lambda: hooks(lambda: ck_t[(1, 1, 1)](x, y, 3, 128), enter=enter, exit=raises)),
+        ("hooked, value refused", False, lambda: hooks(lambda: ck_t[(1, 1, 1)](x, y, 2**40, 128), enter=enter,
+                                                       exit=leave)),
+        ("hooked, pointer refused", False, lambda: hooks(lambda: ck_t[(1, 1, 1)](1.5, y, 3, 128), enter=enter,
+                                                         exit=leave)),
+        ("hooked, trailing constexpr left out", True, lambda: hooks(lambda: ck_m[(1, 1, 1)](x, y, 9), enter=enter)),
     ]
 
     # Calls Triton's own launcher reads past its arguments for (3.9 checks no count: uninitialised
@@ -91,7 +119,7 @@ def main():
     flt.disable()
     triton_side = [run_one(call, stub, hook_calls, shapes) for _, _, call in cases]
     flt.enable()
-    kernels = (ck_t, ck_s, ck_w, ck_c)
+    kernels = (ck_t, ck_s, ck_w, ck_c, ck_m)
     fast_side, served_ok = [], []
     for name, served, call in cases:
         before = _fast_total(triton_compiled, kernels)
@@ -110,10 +138,11 @@ def main():
                 print(name, a, b, sep="\n  ", file=sys.stderr)
     wrong = [f"{n}: served {g}" for n, s, g in served_ok if (g > 0) != s]
     launches = sum(len(r[0]) for r in triton_side)
+    hooked = sum(1 for r in triton_side if r[3])  # cases whose hooks Triton called (so the compare is not empty)
     print(json.dumps({"cases": len(cases), "launches": launches, "differ": diffs, "serving_wrong": wrong,
                       "refused_wrong": refused_wrong, "refused": len(past_end),
-                      "served": sum(1 for _, s, _ in served_ok if s)}))
-    return 0 if not diffs and not wrong and not refused_wrong and launches >= 12 else 1
+                      "served": sum(1 for _, s, _ in served_ok if s), "hooked": hooked}))
+    return 0 if not diffs and not wrong and not refused_wrong and launches >= 12 and hooked >= 10 else 1
 
 
 def launched(entry, shapes):
@@ -145,21 +174,32 @@ def run_one(call, stub, hook_calls, shapes):
     st = stub.state
     log = [launched(e, shapes) for e in stub.take_log()]
     last = (st.stream, tuple(st.block), st.shared, st.nattrs) if log else None  # the last launch's
-    return log, last, exc, [(k, sorted(v.items())) for k, v in hook_calls]
+    return log, last, exc, [(k, sorted(v.items()) if v is not None else None) for k, v in hook_calls]
 
 
 def _fast_total(tc, kernels):
     return sum(tc.launch_of(k).counts()["fast"] for k in kernels if tc.launch_of(k) is not None)
 
 
-def _with_hook(triton, hook, call):
+def _with_hooks(triton, call, enter=None, exit=None, chain=()):
+    """call() with plain enter / exit hooks set, or with (enter, exit) pairs added to Triton's hook
+    chains (HookChain.add, as profilers do); everything as it was afterwards."""
     knobs = triton.knobs.runtime
-    old = knobs.launch_enter_hook
-    knobs.launch_enter_hook = hook
+    old = knobs.launch_enter_hook, knobs.launch_exit_hook
+    if enter is not None:
+        knobs.launch_enter_hook = enter
+    if exit is not None:
+        knobs.launch_exit_hook = exit
+    for e, x in chain:
+        knobs.launch_enter_hook.add(e)
+        knobs.launch_exit_hook.add(x)
     try:
         call()
     finally:
-        knobs.launch_enter_hook = old
+        for e, x in chain:
+            knobs.launch_enter_hook.remove(e)
+            knobs.launch_exit_hook.remove(x)
+        knobs.launch_enter_hook, knobs.launch_exit_hook = old
 
 
 if __name__ == "__main__":

@@ -193,21 +193,24 @@ def warmup_goes_to_triton_and_launches_nothing(env):
 
 
 @check
-def pre_run_hooks_and_launch_hooks_go_to_triton(env):
+def pre_run_hooks_go_to_triton_and_launch_hooks_are_called_in_c(env):
     env.add()
     seen = []
     env.K.tensors.add_pre_run_hook(lambda *a, **k: seen.append("pre"))
     env.add()
     env.K.tensors.pre_run_hooks.clear()
-    hook = lambda *a, **k: seen.append("enter")  # noqa: E731
+    hook = lambda meta: seen.append(("enter", meta.get()["name"]))  # noqa: E731
     triton.knobs.runtime.launch_enter_hook.add(hook)
+    before, f0 = env.launches(), counts(env.K.tensors)
     env.add()
     triton.knobs.runtime.launch_enter_hook.remove(hook)
-    f0 = counts(env.K.tensors)["fast"]
+    f1 = counts(env.K.tensors)
     env.add()
     c = counts(env.K.tensors)
-    return (seen == ["pre", "enter"] and c["stock_reasons"].get("pre_run_hooks") == 1 and
-            c["stock_reasons"].get("launch_hooks") == 1 and c["fast"] == f0 + 1), (seen, c)
+    return (seen == ["pre", ("enter", "tensors")] and c["stock_reasons"].get("pre_run_hooks") == 1 and
+            "launch_hooks" not in c["stock_reasons"] and f1["hooked"] == f0["hooked"] + 1 and
+            f1["fast"] == f0["fast"] + 1 and c["fast"] == f1["fast"] + 1 and c["hooked"] == f1["hooked"] and
+            env.launches() == before + 2), (seen, c)
 
 
 @check

@@ -385,6 +385,35 @@ def d11_data_ptr_then_raises(env):
 
 
 @check
+def d13_launch_hook_clears_and_relaunches(env):
+    """An enter hook that clears the dispatcher's table and launches the kernel again (a profiler
+    that warms something up): the inner launch, then the outer one with the entry it had (cleared,
+    still readable), each once, and the hooks called for both, nested as Triton nests them."""
+    k = env.kernel()
+    env.warm(k)
+    knobs, seen = env.triton.knobs.runtime, []
+
+    def enter(meta):
+        seen.append(("enter", meta.get()["name"]))
+        if len(seen) == 1:
+            k.run.clear()
+            k[(2,)](env.x, env.y, 500, BLOCK=64)
+
+    try:
+        knobs.launch_enter_hook, knobs.launch_exit_hook = enter, lambda meta: seen.append(("exit", meta.get()["name"]))
+        env.log()
+        k[(4,)](env.x, env.y, 1000, BLOCK=64)
+        got = env.launches()
+    finally:
+        knobs.launch_enter_hook = knobs.launch_exit_hook = None
+    c = dict(k.run.counts)
+    x, y = env.x.data_ptr(), env.y.data_ptr()
+    want = [((2, 1, 1), x, y, 500), ((4, 1, 1), x, y, 1000)]
+    return (got == want and seen == [("enter", "add"), ("enter", "add"), ("exit", "add"), ("exit", "add")]
+            and c["hooked"] >= 1), (got, seen, c)
+
+
+@check
 def d12_watch_detector(env):
     """The dict-change detector in use is named (the import never fails for want of one; the pyenv
     check exhausts the watcher ids before import, tools/fldev/watch_exhaust.py)."""

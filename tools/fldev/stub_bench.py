@@ -25,11 +25,19 @@ Modes, each launching one real Triton kernel (compiled here for sm_90) of the ca
   triton-compiled    a kept CompiledKernel (what kernel[grid] returned) called again,
                      compiled[(1, 1, 1)](*args): Triton's own CompiledKernel.__getitem__ and runner
   fastlaunch-compiled the same call with fastlaunch.triton.enable() (compiled.c)
+  triton-hooks       triton-jit's call with triton.knobs.runtime.launch_enter_hook and launch_exit_hook
+                     set (plain functions that do nothing, as a profiler's cheapest): Triton alone
+  fastlaunch-hooks   the same with fastlaunch (the hooks called in C around the launch)
+  triton-declined    triton-jit's call with its extent an IntEnum member (an int subclass, which
+                     Triton specializes as an int), through Triton's own JITFunction.__getitem__
+  fastlaunch-declined the same call with fastlaunch, which hands an int subclass to Triton
+                     (stock reason arg_type): what a declined call costs over Triton alone
   seed               the seed's layering (Python checks, then the C plan)
 """
 
 from __future__ import annotations
 
+import enum
 import importlib.util
 import os
 import statistics
@@ -47,14 +55,18 @@ if not REAL:
 CASES = [("2 tensors + 1 int", 2, 1), ("4 tensors + 2 ints", 4, 2), ("19 args", 12, 7), ("64 args", 40, 24)]
 MODES = ["floor", "floor-unpack", "fastlaunch", "fastlaunch-dyngrid", "triton-run", "inductor-stock", "triton-jit",
          "fastlaunch-jit", "triton-autotune", "fastlaunch-autotune", "fastlaunch-jit-kw", "triton-heuristics",
-         "fastlaunch-heuristics", "triton-compiled", "fastlaunch-compiled", "seed"]
-SLOW = ("triton-jit", "triton-autotune", "triton-heuristics")  # tens of microseconds a call: fewer calls, the same per-call time
+         "fastlaunch-heuristics", "triton-compiled", "fastlaunch-compiled", "triton-hooks", "fastlaunch-hooks",
+         "triton-declined", "fastlaunch-declined", "seed"]
+SLOW = ("triton-jit", "triton-autotune", "triton-heuristics", "triton-hooks", "triton-declined", "fastlaunch-declined")  # tens of microseconds a call: fewer calls, the same per-call time
 TARGETS = ("cuda-stub targets: fastlaunch <= 2x floor-unpack (2 and 4 tensors), <= 1.5x (19, 64 args); "
            "inductor-stock >= 10x fastlaunch; triton-run >= 5x fastlaunch; triton-jit >= 30x fastlaunch-jit; "
            "fastlaunch-jit <= 2x fastlaunch; triton-autotune >= 30x fastlaunch-autotune; "
            "triton-heuristics >= 10x fastlaunch-heuristics; fastlaunch-heuristics <= 3x fastlaunch-jit-kw; "
-           "triton-compiled >= 10x fastlaunch-compiled")
+           "triton-compiled >= 10x fastlaunch-compiled; triton-hooks >= 5x fastlaunch-hooks; "
+           "fastlaunch-declined <= 1.05x triton-declined (callgrind instructions: --instructions)")
 KW_MODES = ("fastlaunch-jit-kw", "triton-heuristics", "fastlaunch-heuristics")
+HOOK_MODES = ("triton-hooks", "fastlaunch-hooks")
+DECLINED_MODES = ("triton-declined", "fastlaunch-declined")
 triton = None  # set when a case is built (after the stub is loaded); a module global, as in users' code
 
 
@@ -266,6 +278,25 @@ class Case:
             ck_stock[1, 1, 1](*self.ck_args)
         c = triton_compiled.launch_of(ck_fl).counts()
         assert c["fast"] == 3, f"{name}: the compiled kernel was not served: {c}"
+        # Declined: the extent as an IntEnum member. The Triton side is its own class, whose
+        # __getitem__ is Triton's (fastlaunch's subscript is on the base class while it serves).
+        from fastlaunch import triton_jit
+
+        dec_fn, _ = _kernel_module(ntensors, nints, directory, tag="_dstock")
+        stock_getitem = next(g for c, _, g in triton_jit._state["getitems"] if isinstance(dec_fn, c))
+        dec_fn.__class__ = type("TritonJITFunction", (type(dec_fn),), {"__getitem__": stock_getitem})
+        dec_fn.__dict__["run"] = type(dec_fn).run.__get__(dec_fn)
+        self.dec_stock, self.dec_args = dec_fn, tuple(_Extent.N if type(a) is int and a == 64 else a for a in self.args)
+        s0 = fn.run.counts["stock_reasons"].get("arg_type", 0)
+        for _ in range(3):
+            fn[self.jit_grid](*self.dec_args, XBLOCK=128)
+            dec_fn[self.jit_grid](*self.dec_args, XBLOCK=128)
+        assert fn.run.counts["stock_reasons"].get("arg_type", 0) == s0 + 3, f"{name}: not declined: {fn.run.counts}"
+        h0 = fn.run.counts["hooked"]
+        with _hooks():
+            for _ in range(3):
+                fn[self.jit_grid](*self.args, **self.jit_kwargs)
+        assert fn.run.counts["hooked"] == h0 + 3, f"{name}: a hooked call was not served: {fn.run.counts}"
 
     def loop(self, mode, n):
         """n calls of one mode in a C loop: nanoseconds."""
@@ -274,6 +305,13 @@ class Case:
         if mode in ("triton-jit", "fastlaunch-jit"):
             k = self.jit_stock if mode == "triton-jit" else self.jit_fl
             return _C.bench_subscript_loop(k, self.jit_grid, self.args, self.jit_kwargs, n)
+        if mode in DECLINED_MODES:
+            k = self.dec_stock if mode == "triton-declined" else self.jit_fl
+            return _C.bench_subscript_loop(k, self.jit_grid, self.dec_args, self.jit_kwargs, n)
+        if mode in HOOK_MODES:
+            with _hooks():
+                k = self.jit_stock if mode == "triton-hooks" else self.jit_fl
+                return _C.bench_subscript_loop(k, self.jit_grid, self.args, self.jit_kwargs, n)
         if mode in ("triton-autotune", "fastlaunch-autotune"):
             k = self.at_stock if mode == "triton-autotune" else self.at_fl
             return _C.bench_subscript_loop(k, self.jit_grid, self.args, {}, n)
@@ -292,6 +330,12 @@ class Case:
             if mode in ("triton-jit", "fastlaunch-jit"):
                 k = self.jit_stock if mode == "triton-jit" else self.jit_fl
                 k[self.jit_grid](*self.args, **self.jit_kwargs)
+            elif mode in DECLINED_MODES:
+                (self.dec_stock if mode == "triton-declined" else self.jit_fl)[self.jit_grid](*self.dec_args,
+                                                                                          **self.jit_kwargs)
+            elif mode in HOOK_MODES:
+                with _hooks():
+                    (self.jit_stock if mode == "triton-hooks" else self.jit_fl)[self.jit_grid](*self.args, **self.jit_kwargs)
             elif mode in ("triton-autotune", "fastlaunch-autotune"):
                 k = self.at_stock if mode == "triton-autotune" else self.at_fl
                 k[self.jit_grid](*self.args)
@@ -394,6 +438,8 @@ def table(results, out=sys.stdout):
               f"{row['triton-heuristics']['ns_median'] / row['fastlaunch-heuristics']['ns_median']:>6.2f}x "
               f"{row['fastlaunch-heuristics']['ns_median'] / row['fastlaunch-jit-kw']['ns_median']:>9.2f}x "
               f"{row['triton-compiled']['ns_median'] / row['fastlaunch-compiled']['ns_median']:>7.2f}x "
+              f"{row['triton-hooks']['ns_median'] / row['fastlaunch-hooks']['ns_median']:>7.2f}x "
+              f"{row['fastlaunch-declined']['ns_median'] / row['triton-declined']['ns_median']:>9.3f}x "
               f"{row['seed']['ns_median'] / f:>9.2f}x "
               f"{row['floor']['ns_median'] / u:>12.2f}x", file=out)
     print(f"\n{TARGETS}", file=out)
@@ -408,6 +454,27 @@ def run_one(case_name, mode, n):
     (case,) = _cases([case_name])
     case.once(mode, 50)  # warm-up outside the counted C loop
     case.loop(mode, n)
+
+
+class _Extent(enum.IntEnum):
+    """An extent as an enum member: Triton takes it as an int; fastlaunch hands it to Triton."""
+    N = 64
+
+
+class _hooks:
+    """triton.knobs.runtime's launch hooks set to functions that do nothing, while in the block."""
+
+    def __enter__(self):
+        knobs = triton.knobs.runtime
+        self.old = knobs.launch_enter_hook, knobs.launch_exit_hook
+        knobs.launch_enter_hook = knobs.launch_exit_hook = _no_hook
+
+    def __exit__(self, *exc):
+        triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook = self.old
+
+
+def _no_hook(metadata):
+    pass
 
 
 def _grid(xnumel):

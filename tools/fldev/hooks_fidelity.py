@@ -1,0 +1,152 @@
+"""Launch hooks on the JIT path, `kernel[grid](...)` and `fn.run(...)` with
+triton.knobs.runtime.launch_enter_hook / launch_exit_hook set (plain callables, or functions added
+to Triton's hook chains), through fastlaunch and through Triton alone, launch by launch on the
+stand-in driver, with the hooks' calls and the metadata they were given (the kernel's own
+launch_metadata included) compared by content. Prints one JSON line.
+
+    PYTHONPATH=tools python -m fldev.hooks_fidelity
+
+Each case runs twice in this process: with fastlaunch.triton disabled and enabled, every variant
+compiled beforehand (so both sides launch it from the cache). A case names whether fastlaunch
+must serve it in C (its dispatcher's fast count) or hand it to Triton.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from fastlaunch import _C
+
+_C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "..", "tests", "python"))
+    from fldev import cuda_stub
+    from fldev.compiled_fidelity import _with_hooks, run_one
+
+    stub = cuda_stub.load()
+    import torch
+    import triton
+
+    import fastlaunch.triton as flt
+    import jit_kernels as K
+    from fastlaunch.triton_plan import abi_of, plan_from_compiled
+
+    x, y, out = torch.zeros(4096), torch.zeros(4096), torch.zeros(64)
+    calls = []
+
+    def enter(meta):
+        calls.append(("enter", dict(meta.get())))
+
+    def leave(meta):
+        calls.append(("exit", dict(meta.get()) if meta is not None else None))
+
+    def enter_second(meta):
+        calls.append(("enter 2", dict(meta.get())))
+
+    def raises(meta):
+        calls.append(("raises", None))
+        raise RuntimeError("a hook that raises")
+
+    knobs = triton.knobs.runtime
+
+    def enter_sets_exit(meta):  # Triton read both hooks before the launcher called this one
+        calls.append(("enter, setting exit", dict(meta.get())))
+        knobs.launch_exit_hook = leave
+
+    def grid_sets_enter(meta):
+        knobs.launch_enter_hook = enter
+        return (triton.cdiv(1000, meta["BLOCK"]),)
+
+    hooks = lambda call, **kw: _with_hooks(triton, call, **kw)  # noqa: E731
+    lam = lambda META: (triton.cdiv(1000, META["BLOCK"]),)  # noqa: E731
+    pre = []
+    cases = [  # (name, kernel whose dispatcher counts, served, call)
+        ("tuple grid, enter", K.tensors, True, lambda: hooks(lambda: K.tensors[(8,)](x, y, 1000, BLOCK=128),
+                                                              enter=enter)),
+        ("lambda grid, enter and exit", K.tensors, True,
+         lambda: hooks(lambda: K.tensors[lam](x, y, 1000, BLOCK=128), enter=enter, exit=leave)),
+        ("exit alone", K.tensors, True, lambda: hooks(lambda: K.tensors[(2, 3)](x, y, 99, BLOCK=128), exit=leave)),
+        ("fn.run(grid=)", K.tensors, True,
+         lambda: hooks(lambda: K.tensors.run(x, y, 1000, grid=(3,), warmup=False, BLOCK=128), enter=enter, exit=leave)),
+        ("hook chains", K.scalars, True,
+         lambda: hooks(lambda: K.scalars[(1,)](out, 3, 4, 1.5, True, BLOCK=32),
+                       chain=[(enter, leave), (enter_second, leave)])),
+        ("launch_metadata, lambda grid", K.with_metadata, True,
+         lambda: hooks(lambda: K.with_metadata[lam](x, y, 90, BLOCK=64), enter=enter, exit=leave)),
+        ("launch_metadata, list grid", K.with_metadata, True,
+         lambda: hooks(lambda: K.with_metadata[[5, 1]](x, y, 90, BLOCK=64), enter=enter)),
+        ("defaults and keywords", K.activation, True,
+         lambda: hooks(lambda: K.activation[(2,)](n=100, x_ptr=x, ACT="relu", BLOCK=64), enter=enter, exit=leave)),
+        ("autotuned", K.tuned.fn, True, lambda: hooks(lambda: K.tuned[lam](x, y, 1000), enter=enter, exit=leave)),
+        ("autotuned over heuristics", K.tuned_heuristics.fn.fn, True,
+         lambda: hooks(lambda: K.tuned_heuristics[(4,)](x, 3, 64), enter=enter)),
+        ("enter sets the exit hook", K.tensors, True,
+         lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128), enter=enter_sets_exit)),
+        ("grid sets the enter hook", K.tensors, True,
+         lambda: hooks(lambda: K.tensors[grid_sets_enter](x, y, 1000, BLOCK=128), exit=leave)),
+        ("enter raises", K.tensors, False,
+         lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128), enter=raises, exit=leave)),
+        ("exit raises", K.tensors, True,
+         lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128), enter=enter, exit=raises)),
+        ("hooks and a pre-run hook", K.tensors, False,
+         lambda: _with_pre(K.tensors, pre, lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128), enter=enter))),
+        ("an int64 value, its variant bound", K.tensors, True,
+         lambda: hooks(lambda: K.tensors[(1,)](x, y, 2**40 + 1, BLOCK=128), enter=enter)),
+        ("no hooks after hooks", K.tensors, True, lambda: K.tensors[(1,)](x, y, 7, BLOCK=128)),
+    ]
+
+    flt.disable()
+    for _, _, _, call in cases:  # every variant compiled, on Triton's side
+        try:
+            call()
+        except RuntimeError:
+            pass
+    shapes = {}
+    for fn in (K.tensors, K.scalars, K.with_metadata, K.activation, K.tuned.fn, K.tuned_heuristics.fn.fn):
+        for cache in fn.device_caches.values():
+            for ck in cache[0].values():
+                ck._init_handles()
+                shapes[int(ck.function)] = (abi_of(ck).kinds, plan_from_compiled(ck, backend="null", function=0).layout)
+    triton_side = [run_one(call, stub, calls, shapes) for _, _, _, call in cases]
+    flt.enable()
+    for _, _, _, call in cases:  # once each, so the fast side's tables hold every variant
+        try:
+            call()
+        except RuntimeError:
+            pass
+    fast_side, served_wrong = [], []
+    for name, fn, served, call in cases:
+        before = dict(fn.run.counts)
+        fast_side.append(run_one(call, stub, calls, shapes))
+        got = dict(fn.run.counts)["fast"] - before["fast"]
+        if (got > 0) != served:
+            served_wrong.append(f"{name}: served {got}, stock {dict(fn.run.counts)['stock_reasons']}")
+    flt.disable()
+    diffs = [name for (name, *_), a, b in zip(cases, triton_side, fast_side) if a != b]
+    if os.environ.get("FLDEV_SHOW"):
+        for (name, *_), a, b in zip(cases, triton_side, fast_side):
+            if a != b:
+                print(name, a, b, sep="\n  ", file=sys.stderr)
+    launches = sum(len(r[0]) for r in triton_side)
+    hooked = sum(1 for r in triton_side if r[3])
+    print(json.dumps({"cases": len(cases), "launches": launches, "differ": diffs, "serving_wrong": served_wrong,
+                      "served": sum(1 for c in cases if c[2]), "hooked": hooked}))
+    return 0 if not diffs and not served_wrong and launches >= 14 and hooked >= 12 else 1
+
+
+def _with_pre(fn, seen, call):
+    hook = lambda *a, **k: seen.append(len(a))  # noqa: E731
+    fn.add_pre_run_hook(hook)
+    try:
+        call()
+    finally:
+        fn.pre_run_hooks.remove(hook)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
