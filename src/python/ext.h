@@ -314,6 +314,16 @@ int fl_ext_add_tuner_slot_type(PyObject *module, fl_ext_state *st); /* tuner_slo
 int fl_ext_add_jit_call_types(PyObject *module, fl_ext_state *st);
 int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st); /* compiled.c: CompiledKernel[grid] */
 
+/* An attribute (1), or none (0, *out NULL, no exception: no AttributeError is made for a miss when
+ * the type's lookup allows), or -1 with another error, left set. */
+static inline int fl_ext_optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, name, out);
+#else
+  return _PyObject_LookupAttr(obj, name, out);
+#endif
+}
+
 /* launch_hooks.c: a call with launch hooks set, made as Triton's runner and launcher make it.
  * enter: the kernel's launch_metadata(grid, stream, *args) and both hooks read, then enter called:
  * 0 (launch now, then exit or hand_back), or -1 with an exception (nothing launched, h released).

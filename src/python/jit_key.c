@@ -56,8 +56,10 @@ static int key_value(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v
  * object could take its address. 0, 1 (not a tensor fastlaunch launches: Triton's path), -1 with
  * an exception. */
 static int key_tensor_slow(const fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v) {
-  PyObject *dtype = PyObject_GetAttrString(v, "dtype");
-  if (!dtype) {
+  /* An int subclass (an IntEnum's member) is Triton's int; no dtype is looked for on it. Otherwise the
+   * lookup makes no AttributeError when there is none (a declined call costs little over Triton). */
+  PyObject *dtype = NULL;
+  if (PyLong_Check(v) || fl_ext_optional_attr(v, st->str_dtype, &dtype) <= 0) {
     PyErr_Clear();
     return 1;
   }

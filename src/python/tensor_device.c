@@ -10,16 +10,7 @@
 /* Where a tensor the door declines lives, as torch says (`obj.device`): 0 read; 2 a meta tensor; 1
  * not read (no device, or one that raises: no exception is left set). Each attribute is read only
  * after the one before it was: no getattr runs with an exception pending. */
-/* An attribute, or NULL with no exception when there is none (no AttributeError is made for the
- * common miss: a wrapper with data_ptr() and no device is read on every launch). -1 on another
- * error (left set). */
-static int optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
-#if PY_VERSION_HEX >= 0x030D0000
-  return PyObject_GetOptionalAttr(obj, name, out);
-#else
-  return _PyObject_LookupAttr(obj, name, out);
-#endif
-}
+#define optional_attr fl_ext_optional_attr /* a wrapper with data_ptr() and no device: read every launch */
 
 /* The last torch.device read and what it said (held: its identity is the key, and a torch.device
  * never changes; torch hands out the same object for a device). */

@@ -226,3 +226,16 @@ def test_jit_subscript_takes_the_class_slot_and_gives_it_back():
     assert sub.take_slot(int) is False
     with pytest.raises(TypeError, match="take_slot: expected a class"):
         sub.take_slot(5)
+
+
+def test_a_loop_at_module_level_is_served_without_revalidating(tmp_path):
+    """`for i in range(N): add[grid](x, y, n, BLOCK=128)` at a module's top level, the grid lambda
+    reading a module global: every call served, no revalidation although each iteration writes the
+    module's globals (tools/fldev/module_loop.py; its timings are printed, not asserted)."""
+    proc = _run(tmp_path, "fldev.module_loop", "2000", "3", timeout=900)
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    print(result)
+    assert result["fastlaunch_calls"] == 3 * 3 * 2000 and result["fastlaunch_stock"] == 0, result
+    assert result["revalidations"] == 0, result
+    assert proc.returncode == 0, proc.stderr[-2000:]

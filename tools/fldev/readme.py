@@ -57,6 +57,12 @@ def _targets(table, backends, cases):
                     out.append((f"{backend}, {case}: triton-heuristics >= 10x fastlaunch-heuristics: {r:.2f}x", r >= 10))
                     r = _ratio(table, backend, case, "fastlaunch-heuristics", "fastlaunch-jit-kw")
                     out.append((f"{backend}, {case}: fastlaunch-heuristics <= 3x fastlaunch-jit-kw: {r:.2f}x", r <= 3))
+                if (backend, case, "fastlaunch-hooks") in table:
+                    r = _ratio(table, backend, case, "triton-hooks", "fastlaunch-hooks")
+                    out.append((f"{backend}, {case}: triton-hooks >= 5x fastlaunch-hooks (launch hooks set): {r:.2f}x",
+                                r >= 5))
+                if (backend, case, "fastlaunch-declined") in table:
+                    out.append(_declined(table, backend, case))
             else:
                 want = 1.5 if case == "64 args" else 2.0
                 r = _ratio(table, backend, case, "seed", "fastlaunch")
@@ -104,6 +110,18 @@ def _targets(table, backends, cases):
         out.append((f"cuda-stub, 2 tensors + 1 int: inductor-stock >= 8x fastlaunch-dyngrid in instructions: "
                     f"{ins['inductor-stock']:,} / {ins['fastlaunch-dyngrid']:,} = {r:.2f}x", r >= 8))
     return out
+
+
+def _declined(table, backend, case):
+    """A call fastlaunch hands to Triton: at most 1.05x Triton alone, in callgrind instructions when
+    the run counted them (wall-clock medians are too noisy for 5%), else in time."""
+    fl, tr = table[(backend, case, "fastlaunch-declined")], table[(backend, case, "triton-declined")]
+    if fl.get("instructions") and tr.get("instructions"):
+        r = fl["instructions"] / tr["instructions"]
+        return (f"{backend}, {case}: fastlaunch-declined <= 1.05x triton-declined in instructions: "
+                f"{fl['instructions']:,} / {tr['instructions']:,} = {r:.3f}x", r <= 1.05)
+    r = fl["ns_median"] / tr["ns_median"]
+    return f"{backend}, {case}: fastlaunch-declined <= 1.05x triton-declined (time, no instruction count): {r:.3f}x", r <= 1.05
 
 
 def _block(table, backend, cases):
