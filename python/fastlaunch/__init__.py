@@ -160,7 +160,11 @@ def _report_jit(out):
         print(f"  not served (Triton's own dispatch keeps them): {reason}={n}", file=out)
     for name, c in sites:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(c["stock_reasons"].items()))
-        line = f"  {name}: fast={c['fast']} triton={c['stock']} variants={c['variants']}"
+        line = f"  {name}: fast={c['fast']} triton={c['stock']}"
+        if "variants" in c:  # a heuristics site binds none of its own: its kernel's site does
+            line += f" variants={c['variants']}"
+        if c.get("pre_run"):
+            line += f" pre-run-hooks-called={c['pre_run']}"
         if c.get("grid_calls"):
             line += f" grid-called={c['grid_calls']}"
         print(line + (f" triton-reasons[{reasons}]" if reasons else ""), file=out)

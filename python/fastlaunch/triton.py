@@ -41,3 +41,11 @@ def register_c_sources(get_current_device, device_capsule, get_current_stream, s
     from fastlaunch import triton_jit
 
     triton_jit.register_c_sources(get_current_device, device_capsule, get_current_stream, stream_capsule)
+
+
+def exclude(kernel) -> None:
+    """Leaves one kernel (a `@triton.jit` function, or an autotuned or heuristics one, with the
+    kernels it wraps) to Triton's own dispatch, whatever enable() serves."""
+    from fastlaunch import triton_jit
+
+    triton_jit.exclude(kernel)

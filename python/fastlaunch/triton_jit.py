@@ -29,11 +29,13 @@ from fastlaunch import _C, triton_compiled
 from fastlaunch._C import FastLaunchPlanUnavailable
 from fastlaunch.grid_trace import ABSENT as _ABSENT, NotTraceable as _NotTraceable, trace_grid
 from fastlaunch.grid_trace import answered_grid, bind_arguments as _bind_arguments
-from fastlaunch.heuristic_trace import guards_hold, read_heuristic
+from fastlaunch.triton_tuners import AutotunePolicy as _AutotunePolicy
+from fastlaunch.triton_tuners import HeuristicsPolicy as _HeuristicsPolicy
+from fastlaunch.triton_tuners import autotune_key  # noqa: F401  (its public home)
 
 log = logging.getLogger("fastlaunch")
 
-_state = {"enabled": False, "getitems": [], "backend": None, "tuner_run": None, "off": None}
+_state = {"enabled": False, "getitems": [], "backend": None, "tuner_run": None, "runs": [], "off": None}
 _dispatchers: "weakref.WeakSet" = weakref.WeakSet()
 _not_bound: dict = {}
 
@@ -77,11 +79,20 @@ def enable(*, backend=None) -> None:
         from triton.runtime.autotuner import Autotuner
     except ImportError:
         Autotuner = None
-    if Autotuner is not None and isinstance(Autotuner.__dict__.get("run"), types.FunctionType):
-        # Subclasses' super().run reaches an admitted instance's dispatcher through the slot.
-        stock = Autotuner.__dict__["run"]
-        Autotuner.run = _C.TunerSlot(stock)
-        _state["tuner_run"] = (Autotuner, stock)
+    # `fn.run(...)` called directly (FlagGems' LibEntry, an Autotuner subclass calling self.fn.run)
+    # attaches the kernel at its first call, as kernel[grid] does: JITFunction.run and Heuristics.run
+    # become RunSlots, Autotuner.run a TunerSlot (subclasses' super().run reaches an admitted
+    # instance's dispatcher through it).
+    for cls in _kernel_classes():
+        stock = cls.__dict__.get("run")
+        if not isinstance(stock, types.FunctionType):
+            continue  # a Triton whose run this does not recognise: its own
+        if cls is Autotuner:
+            cls.run = _C.TunerSlot(stock, _attach_from_slot)
+            _state["tuner_run"] = (Autotuner, stock)
+        else:
+            cls.run = _C.RunSlot(stock, _attach_from_slot)
+            _state["runs"].append((cls, stock))
     _C.launch_knobs(getattr(getattr(sys.modules.get("triton"), "knobs", None), "runtime", None))  # hooks' home
     triton_compiled.enable(_attach, backend=backend)  # compiled[grid](...) on a kept CompiledKernel
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
@@ -103,6 +114,9 @@ def disable() -> None:
         cls, stock = _state["tuner_run"]
         cls.run = stock
         _state["tuner_run"] = None
+    runs, _state["runs"] = _state["runs"], []
+    for cls, stock in runs:
+        cls.run = stock
     for d in list(_dispatchers):
         owner = _owner(d)
         if vars(owner).get("run") is d:
@@ -117,13 +131,46 @@ def disable() -> None:
 
 
 _refused: "weakref.WeakSet" = weakref.WeakSet()
+_excluded: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _stock_run(fn):
+    """Triton's own run of fn's class, bound to fn (under fastlaunch's slot when one is there; a
+    subclass's own run otherwise)."""
+    run = type(fn).run
+    return getattr(run, "stock", run).__get__(fn) if isinstance(run, (_C.RunSlot, _C.TunerSlot)) else run.__get__(fn)
+
+
+def exclude(kernel) -> None:
+    """Leaves `kernel` (a JITFunction, Autotuner or Heuristics, and the kernels it wraps) to Triton:
+    its calls never reach fastlaunch, now and after enable() again, as long as it lives."""
+    from triton.runtime.jit import JITFunction
+
+    fn = kernel
+    while fn is not None:
+        _excluded.add(fn)
+        for name in ("_fastlaunch_run", "run"):
+            d = vars(fn).get(name)
+            if d is not None and d in _dispatchers:  # served until now
+                del fn.__dict__[name]
+                d.clear()
+        if _state["enabled"] and "run" not in vars(fn):
+            _refuse(fn, "excluded")
+        fn = None if isinstance(fn, JITFunction) else getattr(fn, "fn", None)
 
 
 def _refuse(fn, reason):
     _not_bound[reason] = _not_bound.get(reason, 0) + 1
-    fn.__dict__["run"] = type(fn).run.__get__(fn)  # the subscript sees Triton's own run: stock
+    fn.__dict__["run"] = _stock_run(fn)  # the subscript sees Triton's own run: stock
     _refused.add(fn)
     log.debug("fastlaunch: %s not served: %s", getattr(fn, "__name__", fn), reason)
+
+
+def _attach_from_slot(fn) -> None:
+    """A kernel's `run` read before any kernel[grid] (the class's RunSlot or TunerSlot): attached as
+    its first subscript would."""
+    if _state["enabled"] and isinstance(fn, tuple(_kernel_classes())):
+        _attach(fn)
 
 
 def _attach(fn) -> None:
@@ -132,6 +179,8 @@ def _attach(fn) -> None:
 
     if "run" in vars(fn):
         return
+    if fn in _excluded:
+        return _refuse(fn, "excluded")
     if not isinstance(fn, JITFunction):
         return _attach_wrapper(fn)
     if type(fn).run is not JITFunction.run or getattr(fn, "is_gluon", lambda: False)():
@@ -142,7 +191,7 @@ def _attach(fn) -> None:
         names = tuple(sys.intern(p.name) for p in params)
         consts = tuple(bool(p.is_constexpr) for p in params)
         defaults = tuple((p.default,) if p.has_default else () for p in params)
-        d = _C.JitDispatcher(fn, type(fn).run.__get__(fn), policy, param_names=names, param_const=consts,
+        d = _C.JitDispatcher(fn, _stock_run(fn), policy, param_names=names, param_const=consts,
                              defaults=defaults, option_names=policy.option_names(),
                              pre_run_hooks=fn.pre_run_hooks)
     except Exception as exc:  # a Triton this does not recognise: Triton keeps the kernel
@@ -210,7 +259,7 @@ def _attach_wrapper(fn) -> None:
         return _refuse(fn, _subclass_refusal(fn))
     try:
         _inner_run(fn.fn)
-        policy = _AutotunePolicy(fn)
+        policy = _AutotunePolicy(fn, _inner_run)
         names = tuple(sys.intern(n) for n in fn.arg_names)
         keys = tuple(names.index(k) for k in fn.keys if k in names)
         d = _C.AutotuneDispatcher(fn, stock.__get__(fn), policy, arg_names=names, key_params=keys,
@@ -221,7 +270,7 @@ def _attach_wrapper(fn) -> None:
     _dispatchers.add(d)
     if subclass:
         fn.__dict__["_fastlaunch_run"] = d  # its own run stays: the subscript hands calls to it
-        fn.__dict__["run"] = type(fn).run.__get__(fn)
+        fn.__dict__["run"] = _stock_run(fn)
         _refused.add(fn)
     else:
         fn.__dict__["run"] = d
@@ -229,49 +278,15 @@ def _attach_wrapper(fn) -> None:
 
 def _attach_heuristics(fn) -> None:
     try:
-        policy = _HeuristicsPolicy(fn)
+        policy = _HeuristicsPolicy(fn, _inner_run)
         names = tuple(sys.intern(n) for n in fn.arg_names)
-        d = _C.HeuristicsDispatcher(fn, type(fn).run.__get__(fn), policy, arg_names=names)
+        d = _C.HeuristicsDispatcher(fn, _stock_run(fn), policy, arg_names=names)
     except Exception as exc:  # noqa: BLE001 - a Heuristics this does not recognise stays Triton's
         return _refuse(fn, f"unrecognised_heuristics:{type(exc).__name__}")
     policy.dispatcher = weakref.ref(d)
     _inner_run(fn.fn)
     fn.__dict__["run"] = d
     _dispatchers.add(d)
-
-
-class _HeuristicsPolicy:
-    """What the HeuristicsDispatcher of one Heuristics cannot decide in C: each value's form, read
-    from its function's code (heuristic_trace), and the inner kernel's run."""
-
-    def __init__(self, heuristics):
-        self.heuristics = heuristics
-        self.arg_names = tuple(heuristics.arg_names)
-        self.dispatcher = None
-        self.read = None  # (the values' items, their guards, the specs) as last read
-
-    def revalidate(self):
-        """(stock reason or None, watched dicts, inner run, value specs, or None when the specs
-        the dispatcher holds still stand: a watched dict changed, not what the forms read)."""
-        h = self.heuristics
-        values = getattr(h, "values", None)
-        if not isinstance(values, dict) or tuple(h.arg_names) != self.arg_names:
-            return ("heuristics_unrecognised", (vars(h),), None, ())
-        items = tuple(values.items())
-        if self.read is not None and len(items) == len(self.read[0]) and all(
-                a is c and b is d for (a, b), (c, d) in zip(items, self.read[0])) and guards_hold(self.read[1]):
-            return (None, self.read[3], _inner_run(h.fn), None)
-        watched = {id(vars(h)): vars(h), id(values): values}
-        specs, guards = [], []
-        for name, fn in items:
-            if type(name) is not str:  # noqa: E721 - Triton passes it as a keyword: its error
-                return ("heuristics_name", tuple(watched.values()), None, ())
-            form, read = read_heuristic(fn)
-            specs.append((sys.intern(name), fn, form))
-            guards += read
-            watched.update((id(d), d) for d, _, _ in read)
-        self.read = (items, tuple(guards), tuple(specs), tuple(watched.values()))
-        return (None, self.read[3], _inner_run(h.fn), self.read[2])
 
 
 def _owner(d):
@@ -300,69 +315,6 @@ def sites():
 
 def not_bound():
     return dict(_not_bound)
-
-
-# ---- the policy of one Autotuner ----
-
-def autotune_key(autotuner, args, kwargs):
-    """The cache key Triton's Autotuner.run computes for a call (its code, read, not called)."""
-    nargs = dict(zip(autotuner.arg_names, args))
-    all_args = {**nargs, **kwargs}
-    named = {k: v for (k, v) in all_args.items() if k in autotuner.arg_names}
-    key = [named[k] for k in autotuner.keys if k in named]
-    for _, arg in named.items():
-        if hasattr(arg, "dtype"):
-            key.append(str(arg.dtype))
-    return tuple(key)
-
-
-class _AutotunePolicy:
-    """What the AutotuneDispatcher of one Autotuner cannot decide in C."""
-
-    def __init__(self, autotuner):
-        self.autotuner = autotuner
-        self.dispatcher = None
-        self.bound = {}  # key bytes -> (Triton's key, config)
-
-    def revalidate(self):
-        """(stock reason or None, watched dicts, inner run): after the tuner's cache changed (a
-        key tuned), every bound key whose config is no longer the cache's is forgotten."""
-        at = self.autotuner
-        d = self.dispatcher() if self.dispatcher else None
-        cache = getattr(at, "cache", None)
-        if not isinstance(cache, dict) or not isinstance(at.configs, list):
-            return ("autotuner_unrecognised", (), None)
-        if any((len(at.configs) > 1 and cache.get(k) is not c) or (len(at.configs) <= 1 and at.configs[0] is not c)
-               for k, c in self.bound.values()):
-            if d is not None:
-                d.clear()
-            self.bound = {}
-        return (None, (cache,), _inner_run(at.fn))
-
-    def bind(self, key_bytes, args, kwargs):
-        """Binds the config Triton's run used for a call whose key had none."""
-        at = self.autotuner
-        d = self.dispatcher() if self.dispatcher else None
-        if d is None:
-            return
-        if len(at.configs) > 1:
-            key = autotune_key(at, args, kwargs)
-            config = at.cache.get(key)
-        else:
-            key, config = (), at.configs[0]
-        # What the key holds by address: str key values, and the arguments' dtype objects (the
-        # key's way without the tensor door).
-        keep = tuple(v for v in key if isinstance(v, str))
-        keep += tuple(getattr(v, "dtype", None) for v in list(args) + list(kwargs.values()) if hasattr(v, "dtype"))
-        if config is None:
-            d._insert(key_bytes, None, (), (), keep, "key_not_cached")
-        elif getattr(config, "pre_hook", None) is not None:
-            d._insert(key_bytes, None, (), (), keep, "config_pre_hook")
-        else:
-            kw = config.all_kwargs()
-            d._insert(key_bytes, config, tuple(sys.intern(k) for k in kw), tuple(kw.values()), keep, None)
-            self.bound[key_bytes] = (key, config)
-        d.invalidate()  # the cache (just written by a tune) enters the watched set as it is now
 
 
 # ---- the policy of one kernel ----
@@ -432,6 +384,35 @@ def _watchable_dict(obj):
 
 class _Empty:
     pass
+
+
+_PRE_RUN = []  # [names or None], once read
+
+
+def _pre_run_names():
+    """The keywords Triton's JITFunction.run adds before it calls the pre-run hooks, read from its
+    code once: `debug` (always first), then `kwargs["<name>"] = knobs.compilation.<name>` lines (none
+    in 3.5; instrumentation_mode from 3.6; fpsan_homomorphic_casts in 3.9). None when its code has
+    any other form, or cannot be read."""
+    if not _PRE_RUN:
+        import inspect
+        import re
+
+        from triton.runtime.jit import JITFunction
+
+        names = None
+        try:
+            run = JITFunction.__dict__["run"]
+            head = inspect.getsource(getattr(run, "stock", run)).split("self.pre_run_hooks")[0]
+            found = re.findall(r'kwargs\["(\w+)"\]\s*=\s*(.+)', head)
+            if found and found[0] == ("debug", 'kwargs.get("debug", self.debug) or knobs.runtime.debug'):
+                rest = [(n, e.strip()) for n, e in found[1:]]
+                if all(e == f"knobs.compilation.{n}" for n, e in rest):
+                    names = tuple(n for n, _ in rest)
+        except (OSError, TypeError, KeyError):
+            pass
+        _PRE_RUN.append(names)
+    return _PRE_RUN[0]
 
 
 class _Policy:
@@ -581,6 +562,21 @@ class _Policy:
         plan = plan_from_compiled(kernel, backend=backend, name=self.fn.__name__)
         positions = tuple((p, -1 if m is None else m) for p, m in abi.positions)
         return plan, positions
+
+    def pre_run_kwargs(self, kwargs):
+        """Adds to a call's keywords what Triton's run adds before its pre-run hooks see them
+        (`debug`, and the compilation knobs this Triton passes); False when this Triton's run is not
+        one whose additions are known (the call is then Triton's)."""
+        names = _pre_run_names()
+        if names is None:
+            return False
+        import triton
+
+        knobs = triton.knobs
+        kwargs["debug"] = kwargs.get("debug", self.fn.debug) or knobs.runtime.debug
+        for name in names:
+            kwargs[name] = getattr(knobs.compilation, name)
+        return True
 
     def learn_grid(self, grid, meta):
         """The grid program of a callable met after its variant was bound (None: called per launch)."""

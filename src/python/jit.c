@@ -16,10 +16,13 @@
  *   3. finds the plan bound under that key, reads the stream as Triton's driver does, computes the
  *      grid (a tuple; a grid program compiled from the callable's code; or the callable called
  *      with the bound arguments, as Triton calls it) and launches.
- * Anything else goes to Triton's own run before anything is submitted: a miss (Triton compiles,
- * launches, and the policy binds the variant it used under the key), warmup, pre-run hooks, launch
- * hooks, an argument of a kind the key does not know, and whatever the Python policy names when
- * the things it watches change (knobs, the environment, the active driver, the kernel's globals).
+ * Pre-run hooks are called where Triton's run calls them, after the device and the stream, with the
+ * call's arguments and the keywords Triton adds (jit_stock.c); launch hooks around the launch
+ * (launch_hooks.c). Anything else goes to Triton's own run before anything is submitted: a miss
+ * (Triton compiles, launches, and the policy binds the variant it used under the key; its pre-run
+ * hooks, already called, are not called again), warmup, an argument of a kind the key does not
+ * know, and whatever the Python policy names when the things it watches change (knobs, the
+ * environment, the active driver, the kernel's globals).
  * The policy (fastlaunch.triton_jit) owns those decisions; this file only applies them. */
 #include "jit_base.h"
 #include "jit_call_grid.h"
@@ -386,14 +389,22 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
   if (kw->warmup) return STOCK("warmup", NULL);
   if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch)) && fl_jit_revalidate(self) < 0) return NULL;
   if (self->stock_reason) return fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, self->stock_reason, NULL);
-  const char *why = fl_jit_dispatch_checks(self);
-  if (why) return STOCK(why, NULL);
+  const char *why;
   /* The device and the stream first, as Triton's run reads them (the hooks are read later). */
   int32_t device;
   uint64_t stream;
   if (current_device(self, &device) < 0 || current_stream(self, device, &stream) < 0) return NULL;
   if (FL_EXT_UNLIKELY(self->device_fn || self->stream_fn)) { /* Python code ran */
     PyObject *why_obj;
+    int s = fl_jit_settled(self, &why, &why_obj);
+    if (s < 0) return NULL;
+    if (s > 0) return fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
+  }
+  if (FL_EXT_UNLIKELY(PyList_GET_SIZE(self->pre_run_hooks) > 0)) { /* then the pre-run hooks, before the binding */
+    int r = fl_jit_pre_run(self, args, nargs, kw->kwnames, kw->kwvals, kw->nkw);
+    if (r < 0) return NULL;
+    if (r > 0) return STOCK("pre_run_hooks", NULL);
+    PyObject *why_obj; /* Python code ran: what Triton reads after the hooks, read again */
     int s = fl_jit_settled(self, &why, &why_obj);
     if (s < 0) return NULL;
     if (s > 0) return fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
@@ -448,7 +459,9 @@ static FL_EXT_COLD void bury(JitObject *self) {
 static FL_EXT_ALWAYS_INLINE PyObject *jit_dispatch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs,
                                                    PyObject *kwnames) {
   self->depth++;
+  size_t pre_ran = self->pre_ran; /* an outer call's, kept across this one */
   PyObject *res = dispatch(self, kw, args, nargs, kwnames);
+  self->pre_ran = pre_ran;
   if (--self->depth == 0 && FL_EXT_UNLIKELY(self->graveyard != NULL)) bury(self);
   return res;
 }

@@ -284,6 +284,9 @@ typedef struct {
   size_t cap, count;
   uint64_t gen;           /* counts clearings of the table: an entry held across Python code is checked by it */
   size_t depth;           /* calls of this dispatcher in flight (nested ones included) */
+  size_t pre_ran;         /* the depth of the call whose pre-run hooks were called (0: none): its
+                           * hand-back to Triton leaves them uncalled */
+  unsigned long long pre_run; /* calls whose pre-run hooks fastlaunch called */
   jit_entry *graveyard;   /* entries cleared while depth > 0: freed when the outermost call returns */
   jit_memo memo;
   PyObject *weakrefs;
@@ -375,10 +378,10 @@ FL_EXT_COLD int fl_jit_meta_changed(JitObject *self, PyObject *meta, PyObject *c
 FL_EXT_COLD PyObject *fl_jit_replay_grid(JitObject *self, PyObject *answer, PyObject *meta, int changed);
 FL_EXT_COLD int fl_jit_settled(JitObject *self, const char **why, PyObject **why_obj);
 FL_EXT_COLD int fl_jit_learn_grid(JitObject *self, jit_entry *e, PyObject *grid, PyObject *const *pv);
-/* The hooks Triton's run calls before the binding: a call with any goes there. */
-static inline const char *fl_jit_dispatch_checks(const JitObject *self) {
-  return PyList_GET_SIZE(self->pre_run_hooks) > 0 ? "pre_run_hooks" : NULL;
-}
+/* Triton's pre-run hooks called as its run calls them (jit_stock.c). 0 called; 1 not (the policy
+ * does not know what this Triton passes them: the call is Triton's); -1 with a hook's exception. */
+FL_EXT_COLD int fl_jit_pre_run(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                               PyObject *const *kwvals, Py_ssize_t nkw);
 
 /* Whether a launch hook is set (a plain callable, or a chain with calls): such a call is made with
  * the hooks called around the launch (launch_hooks.c). */

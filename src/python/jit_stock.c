@@ -20,7 +20,7 @@ static PyObject *bound_args_dict(JitObject *self, PyObject *const *pv) {
 /* ---- Triton's own run ---- */
 
 /* Calls stock_run(*args, **kwargs) adding grid= and warmup=False unless the call had them. */
-FL_EXT_COLD PyObject *fl_jit_call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
+static PyObject *call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames,
                             int has_grid) {
   if (has_grid) {
     PyObject *run = Py_NewRef(self->stock_run);
@@ -49,6 +49,68 @@ done:
   PyMem_Free(stack);
   Py_XDECREF(names);
   return result;
+}
+
+/* Triton's run for a call whose pre-run hooks fastlaunch already called: the kernel's hook list is
+ * emptied in place for the call (Triton reads it there) and given back after, with any hook added
+ * meanwhile kept after the others. */
+static FL_EXT_COLD PyObject *call_stock_hooks_ran(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
+                                                  PyObject *kwnames, int has_grid) {
+  PyObject *hooks = Py_NewRef(self->pre_run_hooks);
+  PyObject *saved = PyList_GetSlice(hooks, 0, PyList_GET_SIZE(hooks));
+  if (!saved || PyList_SetSlice(hooks, 0, PyList_GET_SIZE(hooks), NULL) < 0) {
+    Py_XDECREF(saved);
+    Py_DECREF(hooks);
+    return NULL; /* nothing called: the list is as it was */
+  }
+  PyObject *r = call_stock(self, grid, args, nargs, kwnames, has_grid);
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  if (PyList_SetSlice(hooks, 0, 0, saved) < 0) PyErr_WriteUnraisable(hooks);
+  PyErr_Restore(et, ev, tb);
+  Py_DECREF(saved);
+  Py_DECREF(hooks);
+  return r;
+}
+
+FL_EXT_COLD PyObject *fl_jit_call_stock(JitObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
+                                        PyObject *kwnames, int has_grid) {
+  if (self->pre_ran && self->pre_ran == self->depth) return call_stock_hooks_ran(self, grid, args, nargs, kwnames, has_grid);
+  return call_stock(self, grid, args, nargs, kwnames, has_grid);
+}
+
+FL_EXT_COLD int fl_jit_pre_run(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                               PyObject *const *kwvals, Py_ssize_t nkw) {
+  PyObject *kwargs = PyDict_New(), *hooks = NULL;
+  int rc = -1;
+  if (!kwargs) return -1;
+  for (Py_ssize_t k = 0; k < nkw; k++)
+    if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), kwvals[k]) < 0) goto done;
+  PyObject *policy = Py_NewRef(self->policy);
+  PyObject *known = PyObject_CallMethod(policy, "pre_run_kwargs", "O", kwargs);
+  Py_DECREF(policy);
+  int t = known ? PyObject_IsTrue(known) : -1;
+  Py_XDECREF(known);
+  if (t <= 0) {
+    rc = t < 0 ? -1 : 1;
+    goto done;
+  }
+  self->pre_ran = self->depth;
+  self->pre_run++;
+  /* As Triton's `for hook in self.pre_run_hooks` walks it: the list as it is at each step. */
+  hooks = Py_NewRef(self->pre_run_hooks);
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(hooks); i++) {
+    PyObject *h = Py_NewRef(PyList_GET_ITEM(hooks, i));
+    PyObject *r = PyObject_VectorcallDict(h, args, nargs, kwargs);
+    Py_DECREF(h);
+    if (!r) goto done;
+    Py_DECREF(r);
+  }
+  rc = 0;
+done:
+  Py_XDECREF(hooks);
+  Py_DECREF(kwargs);
+  return rc;
 }
 
 FL_EXT_COLD void fl_ext_count_reason(PyObject *counts, const char *reason, PyObject *reason_obj) {
@@ -154,8 +216,7 @@ FL_EXT_COLD int fl_jit_settled(JitObject *self, const char **why, PyObject **why
   *why_obj = NULL;
   if (fl_ext_watch_changed(&self->watch) && fl_jit_revalidate(self) < 0) return -1;
   if (self->stock_reason) return *why_obj = self->stock_reason, 1;
-  *why = fl_jit_dispatch_checks(self);
-  return *why != NULL;
+  return 0;
 }
 
 

@@ -148,9 +148,9 @@ static PyObject *jit_get_counts(PyObject *op, void *closure) {
   (void)closure;
   PyObject *reasons = PyDict_Copy(self->stock_counts); /* a snapshot: the counts go on */
   if (!reasons) return NULL;
-  return Py_BuildValue("{sKsKsNsnsKsKsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
+  return Py_BuildValue("{sKsKsNsnsKsKsKsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
                        "variants", (Py_ssize_t)self->count, "grid_calls", self->grid_calls, "memo",
-                       self->memo_fast, "hooked", self->hooked);
+                       self->memo_fast, "hooked", self->hooked, "pre_run", self->pre_run);
 }
 
 static PyObject *jit_get_fn(PyObject *op, void *closure) {

@@ -1,7 +1,17 @@
-/* tuner_slot.c: TunerSlot, what `Autotuner.run` is while fastlaunch serves Triton's JIT, so that an
- * Autotuner subclass that overrides `run` and calls `super().run(*args, **kwargs)` (fla's
- * CachedAutotuner, and the same pattern elsewhere) reaches fastlaunch's dispatcher from its own
- * Python, without another Python frame.
+/* tuner_slot.c: the class-level `run` of Triton's kernel classes while fastlaunch serves Triton's
+ * JIT, so that a kernel's `run` called directly (`fn.run(...)`, `tuner.run(...)`: FlagGems' LibEntry,
+ * Autotuner subclasses that call `self.fn.run` themselves) is served from its first call, as
+ * `kernel[grid]` is, and an Autotuner subclass that overrides `run` and calls
+ * `super().run(*args, **kwargs)` (fla's CachedAutotuner) reaches the dispatcher from its own Python,
+ * without another Python frame. Two types:
+ *
+ * RunSlot, `JITFunction.run` and `Heuristics.run`: a plain (non-method) descriptor. Read through an
+ * instance that has no run of its own yet (`fn.run`), it calls the policy's attach, which puts the
+ * kernel's dispatcher (or Triton's bound run, for a kernel fastlaunch leaves alone) in the
+ * instance's dict, where every later `fn.run` finds it without reaching the slot; it hands that out.
+ * Called through the class (`JITFunction.run(fn, ...)`) it is Triton's own run.
+ *
+ * TunerSlot, `Autotuner.run`:
  *
  * `super().run` is an attribute access: the slot binds itself to the instance as a BoundSlot,
  * which CPython's call with `*args, **kwargs` calls through tp_call with the tuple and the dict it
@@ -11,32 +21,74 @@
  * instance the policy (fastlaunch.triton_jit) admitted holds its AutotuneDispatcher in its dict
  * under `_fastlaunch_run`: the call goes there (the run() form: grid= and warmup= among the
  * keywords). Every other instance, and every other way of reaching it, calls Triton's own
- * Autotuner.run, which the slot keeps. Above autotune.c: the dispatcher is called through its
- * vectorcall, or its dict form. */
+ * Autotuner.run, which the slot keeps. A method descriptor is called the same way whether it was
+ * read through the instance or the class, so an instance with no run of its own yet is attached
+ * (the policy's attach) on either: a plain Autotuner's dispatcher then sits in its dict as `run`,
+ * where `tuner.run` finds it from then on.
+ * Above autotune.c: the dispatcher is called through its vectorcall, or its dict form. */
 #include "autotune_base.h"
 
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   fl_ext_state *state;
-  PyObject *stock; /* Triton's Autotuner.run (the function) */
-  PyObject *key;   /* "_fastlaunch_run" */
+  PyObject *stock;  /* Triton's own run (the function) */
+  PyObject *attach; /* the policy's attach(instance), or None */
+  PyObject *key;    /* "_fastlaunch_run" */
+  PyObject *run;    /* "run" */
 } SlotObject;
 
-/* The admitted instance's dispatcher (borrowed), or NULL (with an error set if reading it failed). */
-static PyObject *dispatcher_of(SlotObject *slot, PyObject *obj) {
+/* An instance's own `run` (a new reference), or NULL: none (no error), or an error set. */
+static PyObject *own_run(PyObject *obj, PyObject *name) {
   PyObject **dictptr = _PyObject_GetDictPtr(obj);
-  PyObject *d = dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, slot->key) : NULL;
-  return d && Py_TYPE(d) == slot->state->autotune_type ? d : NULL;
+  PyObject *d = dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, name) : NULL;
+  return Py_XNewRef(d);
+}
+
+/* Calls the policy's attach on an instance with no run of its own. An error there is fastlaunch's,
+ * never the caller's: it is reported as unraisable and the call stays Triton's. */
+static void attach(SlotObject *slot, PyObject *obj) {
+  if (slot->attach == Py_None) return;
+  PyObject *fn = Py_NewRef(slot->attach), *r = PyObject_CallOneArg(fn, obj);
+  Py_DECREF(fn);
+  if (!r) PyErr_WriteUnraisable(slot->attach);
+  Py_XDECREF(r);
+}
+
+/* An admitted subclass instance's dispatcher, `_fastlaunch_run` (a new reference); NULL with no
+ * error for any other instance, or with an error set. */
+static PyObject *dispatcher_of(SlotObject *slot, PyObject *obj) {
+  PyObject *d = own_run(obj, slot->key);
+  if (d && Py_TYPE(d) != slot->state->autotune_type) Py_CLEAR(d);
+  return d;
+}
+
+/* dispatcher_of, attaching an instance met for the first time (no run of its own yet: `tuner.run(...)`
+ * before any `tuner[grid]`): then a plain Autotuner's dispatcher, just put in its dict as `run`, is
+ * called too. An instance attached before keeps `Autotuner.run(tuner, ...)` Triton's. */
+static PyObject *dispatcher_attached(SlotObject *slot, PyObject *obj) {
+  PyObject *d = dispatcher_of(slot, obj);
+  if (d || PyErr_Occurred()) return d;
+  PyObject *mine = own_run(obj, slot->run);
+  if (mine || PyErr_Occurred()) {
+    Py_XDECREF(mine);
+    return NULL;
+  }
+  attach(slot, obj);
+  d = dispatcher_of(slot, obj);
+  if (d || PyErr_Occurred()) return d;
+  mine = own_run(obj, slot->run);
+  if (mine && Py_TYPE(mine) == slot->state->autotune_type) return mine;
+  Py_XDECREF(mine);
+  return NULL;
 }
 
 static PyObject *slot_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   SlotObject *slot = (SlotObject *)callable;
   size_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs >= 1) {
-    PyObject *d = dispatcher_of(slot, args[0]);
+    PyObject *d = dispatcher_attached(slot, args[0]);
     if (d) {
-      Py_INCREF(d);
       PyObject *r = PyObject_Vectorcall(d, args + 1, nargs - 1, kwnames);
       Py_DECREF(d);
       return r;
@@ -57,9 +109,8 @@ static PyObject *bound_call(PyObject *op, PyObject *args, PyObject *kwargs) {
   BoundObject *b = (BoundObject *)op;
   PyObject *obj = b->self, *r;
   Py_INCREF(obj);
-  PyObject *d = dispatcher_of(b->slot, obj);
+  PyObject *d = dispatcher_attached(b->slot, obj);
   if (d) {
-    Py_INCREF(d);
     r = fl_at_call_dict(d, ((PyTupleObject *)args)->ob_item, (size_t)PyTuple_GET_SIZE(args), kwargs);
     Py_DECREF(d);
   } else if (PyErr_Occurred()) {
@@ -136,34 +187,46 @@ static PyObject *slot_get(PyObject *self, PyObject *obj, PyObject *type) {
   return (PyObject *)b;
 }
 
-static PyObject *slot_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"stock", NULL};
-  PyObject *stock;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:TunerSlot", kwlist, &stock)) return NULL;
-  if (!PyCallable_Check(stock)) return PyErr_Format(PyExc_TypeError, "TunerSlot(stock): stock is not callable");
+/* TunerSlot(stock, attach=None) and RunSlot(stock, attach=None): one constructor, one layout. */
+static PyObject *slot_make(PyTypeObject *type, PyObject *args, PyObject *kwds, const char *format,
+                           vectorcallfunc call) {
+  static char *kwlist[] = {"stock", "attach", NULL};
+  PyObject *stock, *attach_fn = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, format, kwlist, &stock, &attach_fn)) return NULL;
+  if (!PyCallable_Check(stock)) return PyErr_Format(PyExc_TypeError, "%s(stock): stock is not callable", type->tp_name);
+  if (attach_fn != Py_None && !PyCallable_Check(attach_fn))
+    return PyErr_Format(PyExc_TypeError, "%s(attach): attach is neither None nor callable", type->tp_name);
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
   SlotObject *self = (SlotObject *)type->tp_alloc(type, 0);
   if (!self) return NULL;
-  self->vectorcall = slot_vectorcall;
+  self->vectorcall = call;
   self->state = st;
   self->stock = Py_NewRef(stock);
+  self->attach = Py_NewRef(attach_fn);
   self->key = PyUnicode_InternFromString("_fastlaunch_run");
-  if (!self->key) {
+  self->run = PyUnicode_InternFromString("run");
+  if (!self->key || !self->run) {
     Py_DECREF(self);
     return NULL;
   }
   return (PyObject *)self;
 }
 
+static PyObject *slot_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  return slot_make(type, args, kwds, "O|O:TunerSlot", slot_vectorcall);
+}
+
 static int slot_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(Py_TYPE(op));
   Py_VISIT(((SlotObject *)op)->stock);
+  Py_VISIT(((SlotObject *)op)->attach);
   return 0;
 }
 
 static int slot_clear(PyObject *op) {
   Py_CLEAR(((SlotObject *)op)->stock);
+  Py_CLEAR(((SlotObject *)op)->attach);
   return 0;
 }
 
@@ -172,13 +235,14 @@ static void slot_dealloc(PyObject *op) {
   PyObject_GC_UnTrack(op);
   slot_clear(op);
   Py_CLEAR(((SlotObject *)op)->key);
+  Py_CLEAR(((SlotObject *)op)->run);
   tp->tp_free(op);
   Py_DECREF(tp);
 }
 
 static PyMemberDef slot_members[] = {
     {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(SlotObject, vectorcall), Py_READONLY, NULL},
-    {"stock", Py_T_OBJECT_EX, offsetof(SlotObject, stock), Py_READONLY, "Triton's own Autotuner.run"},
+    {"stock", Py_T_OBJECT_EX, offsetof(SlotObject, stock), Py_READONLY, "Triton's own run"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -190,8 +254,8 @@ static PyType_Slot slot_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_descr_get, slot_get},
     {Py_tp_members, slot_members},
-    {Py_tp_doc, "TunerSlot(stock)\n--\n\nAutotuner.run while fastlaunch serves Triton's JIT: an admitted "
-                "instance's dispatcher, or Triton's own run."},
+    {Py_tp_doc, "TunerSlot(stock, attach=None)\n--\n\nAutotuner.run while fastlaunch serves Triton's JIT: an "
+                "admitted instance's dispatcher (an instance met first attached), or Triton's own run."},
     {0, NULL},
 };
 
@@ -203,7 +267,64 @@ static PyType_Spec slot_spec = {
     .slots = slot_slots,
 };
 
+/* ---- RunSlot: JITFunction.run and Heuristics.run ---- */
+
+/* Called through the class (`JITFunction.run(fn, ...)`): Triton's own run. */
+static PyObject *run_slot_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  PyObject *stock = Py_NewRef(((SlotObject *)callable)->stock);
+  PyObject *r = PyObject_Vectorcall(stock, args, nargsf, kwnames);
+  Py_DECREF(stock);
+  return r;
+}
+
+/* Read through an instance with no run of its own (its dict shadows the slot once it has one): the
+ * instance attached, then what attach put there, or Triton's run bound to it. */
+static PyObject *run_slot_get(PyObject *self, PyObject *obj, PyObject *type) {
+  (void)type;
+  if (!obj || obj == Py_None) return Py_NewRef(self);
+  SlotObject *slot = (SlotObject *)self;
+  PyObject *mine = own_run(obj, slot->run);
+  if (!mine && !PyErr_Occurred()) {
+    attach(slot, obj);
+    mine = own_run(obj, slot->run);
+  }
+  if (mine || PyErr_Occurred()) return mine;
+  return PyMethod_New(slot->stock, obj);
+}
+
+static PyObject *run_slot_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  return slot_make(type, args, kwds, "O|O:RunSlot", run_slot_vectorcall);
+}
+
+static PyType_Slot run_slot_slots[] = {
+    {Py_tp_new, run_slot_new},
+    {Py_tp_dealloc, slot_dealloc},
+    {Py_tp_traverse, slot_traverse},
+    {Py_tp_clear, slot_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_descr_get, run_slot_get},
+    {Py_tp_members, slot_members},
+    {Py_tp_doc, "RunSlot(stock, attach=None)\n--\n\nJITFunction.run or Heuristics.run while fastlaunch serves "
+                "Triton's JIT: read through an instance, that instance attached and its dispatcher handed out; "
+                "called through the class, Triton's own run."},
+    {0, NULL},
+};
+
+/* Not a method descriptor, on purpose: `fn.run(...)` then reads it through the instance (attach),
+ * and only a call through the class calls it directly. */
+static PyType_Spec run_slot_spec = {
+    .name = "fastlaunch._C.RunSlot",
+    .basicsize = sizeof(SlotObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = run_slot_slots,
+};
+
 int fl_ext_add_tuner_slot_type(PyObject *module, fl_ext_state *st) {
+  PyTypeObject *r = (PyTypeObject *)PyType_FromModuleAndSpec(module, &run_slot_spec, NULL);
+  if (!r) return -1;
+  int rc_run = PyModule_AddType(module, r);
+  Py_DECREF(r);
+  if (rc_run < 0) return -1;
   st->tuner_bound_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &bound_spec, NULL);
   if (!st->tuner_bound_type) return -1;
   PyTypeObject *t = (PyTypeObject *)PyType_FromModuleAndSpec(module, &slot_spec, NULL);

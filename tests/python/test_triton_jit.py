@@ -130,7 +130,7 @@ CHECK_NAMES = ["steady_state_is_fast_and_grid_programs_run_in_c", "registered_c_
                "autotuned_keys_launch_the_tuned_config_and_the_rest_goes_to_triton",
                "subclass_super_run_reads_the_keywords_dict",
                "warmup_goes_to_triton_and_launches_nothing",
-               "pre_run_hooks_go_to_triton_and_launch_hooks_are_called_in_c", "a_changed_global_raises_tritons_error",
+               "pre_run_hooks_and_launch_hooks_are_called_in_c", "run_called_directly_is_served_from_its_first_call", "a_changed_global_raises_tritons_error",
                "values_triton_refuses_raise_the_same_and_launch_nothing",
                "unknown_keywords_and_missing_arguments_as_triton_says", "declined_tensors_are_checked_where_they_live", "knob_change_forgets_bound_variants",
                "opaque_grid_called_once_per_launch_with_tritons_mapping", "memo_takes_repeats_of_a_form_and_only_its_variant",

@@ -1,8 +1,9 @@
-"""Launch hooks on the JIT path, `kernel[grid](...)` and `fn.run(...)` with
-triton.knobs.runtime.launch_enter_hook / launch_exit_hook set (plain callables, or functions added
-to Triton's hook chains), through fastlaunch and through Triton alone, launch by launch on the
-stand-in driver, with the hooks' calls and the metadata they were given (the kernel's own
-launch_metadata included) compared by content. Prints one JSON line.
+"""Hooks on the JIT path, `kernel[grid](...)` and `fn.run(...)` (plain, autotuned, under heuristics)
+with triton.knobs.runtime.launch_enter_hook / launch_exit_hook set (plain callables, or functions
+added to Triton's hook chains) and with pre-run hooks (JITFunction.add_pre_run_hook), through
+fastlaunch and through Triton alone, launch by launch on the stand-in driver, with the hooks' calls
+and what they were given (the launch metadata, the kernel's own launch_metadata included; a pre-run
+hook's positional arguments and keywords) compared by content. Prints one JSON line.
 
     PYTHONPATH=tools python -m fldev.hooks_fidelity
 
@@ -13,6 +14,7 @@ must serve it in C (its dispatcher's fast count) or hand it to Triton.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -62,9 +64,33 @@ def main():
         knobs.launch_enter_hook = enter
         return (triton.cdiv(1000, meta["BLOCK"]),)
 
+    def value(v):  # a tensor by its address (both sides pass the same tensors)
+        return ("tensor", v.data_ptr()) if hasattr(v, "data_ptr") else v
+
+    def pre_rec(*a, **k):  # what Triton's run passes a pre-run hook, by content
+        calls.append(("pre", {"args": tuple(value(v) for v in a), **{n: value(v) for n, v in k.items()}}))
+
+    def pre_rec2(*a, **k):
+        calls.append(("pre 2", {"nargs": len(a), "keys": tuple(sorted(k))}))
+
+    def pre_raises(*a, **k):
+        calls.append(("pre raises", None))
+        raise ValueError("a pre-run hook that raises")
+
+    def pre_sets_enter(*a, **k):  # Triton reads the launch hooks after the pre-run hooks
+        calls.append(("pre sets enter", None))
+        knobs.launch_enter_hook = enter
+
+    Grid = collections.namedtuple("Grid", "x y")
+    from triton.runtime.autotuner import Autotuner
+
+    class OwnRun(Autotuner):  # FlagGems' LibTuner's shape: picks its config, then calls self.fn.run
+        def run(self, *args, **kwargs):
+            return self.fn.run(*args, **kwargs, **self.configs[0].all_kwargs())
+
+    own = OwnRun(K.tuned.fn, K.tuned.fn.arg_names, K.tuned.configs, ["n"], None, None)
     hooks = lambda call, **kw: _with_hooks(triton, call, **kw)  # noqa: E731
     lam = lambda META: (triton.cdiv(1000, META["BLOCK"]),)  # noqa: E731
-    pre = []
     cases = [  # (name, kernel whose dispatcher counts, served, call)
         ("tuple grid, enter", K.tensors, True, lambda: hooks(lambda: K.tensors[(8,)](x, y, 1000, BLOCK=128),
                                                               enter=enter)),
@@ -93,8 +119,38 @@ def main():
          lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128), enter=raises, exit=leave)),
         ("exit raises", K.tensors, True,
          lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128), enter=enter, exit=raises)),
-        ("hooks and a pre-run hook", K.tensors, False,
-         lambda: _with_pre(K.tensors, pre, lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128), enter=enter))),
+        ("hooks and a pre-run hook", K.tensors, True,
+         lambda: _with_pre(K.tensors, [pre_rec], lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128), enter=enter))),
+        ("a pre-run hook", K.tensors, True, lambda: _with_pre(K.tensors, [pre_rec], lambda: K.tensors[(1,)](x, y, 7, BLOCK=128))),
+        ("two pre-run hooks, lambda grid", K.tensors, True,
+         lambda: _with_pre(K.tensors, [pre_rec, pre_rec2], lambda: K.tensors[lam](x, y, 1000, BLOCK=128))),
+        ("a pre-run hook, keywords and defaults", K.activation, True,
+         lambda: _with_pre(K.activation, [pre_rec], lambda: K.activation[(2,)](n=100, x_ptr=x, ACT="relu", BLOCK=64))),
+        ("a pre-run hook, fn.run(grid=)", K.tensors, True,
+         lambda: _with_pre(K.tensors, [pre_rec], lambda: K.tensors.run(x, y, 1000, grid=(3,), warmup=False, BLOCK=128))),
+        ("a pre-run hook, autotuned", K.tuned.fn, True,
+         lambda: _with_pre(K.tuned.fn, [pre_rec], lambda: K.tuned[lam](x, y, 1000))),
+        ("a pre-run hook, under heuristics", K.tuned_heuristics.fn.fn, True,
+         lambda: _with_pre(K.tuned_heuristics.fn.fn, [pre_rec], lambda: K.tuned_heuristics[(4,)](x, 3, 64))),
+        ("a pre-run hook and exit hook", K.tensors, True,
+         lambda: _with_pre(K.tensors, [pre_rec], lambda: hooks(lambda: K.tensors[(2, 3)](x, y, 99, BLOCK=128), exit=leave))),
+        ("a pre-run hook that raises", K.tensors, False,
+         lambda: _with_pre(K.tensors, [pre_rec, pre_raises], lambda: K.tensors[(1,)](x, y, 7, BLOCK=128))),
+        ("a pre-run hook sets the enter hook", K.tensors, True,
+         lambda: _with_pre(K.tensors, [pre_sets_enter], lambda: hooks(lambda: K.tensors[(1,)](x, y, 7, BLOCK=128),
+                                                                     exit=leave))),
+        ("namedtuple grid, hooks", K.tensors, True,
+         lambda: hooks(lambda: K.tensors[Grid(3, 1)](x, y, 1000, BLOCK=128), enter=enter, exit=leave)),
+        ("0-d tensor extent", K.tensors, True, lambda: K.tensors[(torch.tensor(5),)](x, y, 1000, BLOCK=128)),
+        ("an Autotuner subclass's own run calling self.fn.run", own.fn, True,
+         lambda: own.run(x, y, 1000, grid=(4,), warmup=False)),
+        ("the same, a pre-run hook", own.fn, True,
+         lambda: _with_pre(own.fn, [pre_rec], lambda: own.run(x, y, 1000, grid=(4,), warmup=False))),
+        ("autotuned, .run(grid=)", K.tuned.fn, True, lambda: K.tuned.run(x, y, 1000, grid=lam, warmup=False)),
+        ("heuristics, .run(grid=)", K.tuned_heuristics.fn.fn, True,
+         lambda: K.tuned_heuristics.run(x, 3, 64, grid=(4,), warmup=False)),
+        ("autotuned, .run(grid=), hooks", K.tuned.fn, True,
+         lambda: hooks(lambda: K.tuned.run(x, y, 1000, grid=lam, warmup=False), enter=enter, exit=leave)),
         ("an int64 value, its variant bound", K.tensors, True,
          lambda: hooks(lambda: K.tensors[(1,)](x, y, 2**40 + 1, BLOCK=128), enter=enter)),
         ("no hooks after hooks", K.tensors, True, lambda: K.tensors[(1,)](x, y, 7, BLOCK=128)),
@@ -104,7 +160,7 @@ def main():
     for _, _, _, call in cases:  # every variant compiled, on Triton's side
         try:
             call()
-        except RuntimeError:
+        except (RuntimeError, ValueError):
             pass
     shapes = {}
     for fn in (K.tensors, K.scalars, K.with_metadata, K.activation, K.tuned.fn, K.tuned_heuristics.fn.fn):
@@ -117,7 +173,7 @@ def main():
     for _, _, _, call in cases:  # once each, so the fast side's tables hold every variant
         try:
             call()
-        except RuntimeError:
+        except (RuntimeError, ValueError):
             pass
     fast_side, served_wrong = [], []
     for name, fn, served, call in cases:
@@ -136,16 +192,18 @@ def main():
     hooked = sum(1 for r in triton_side if r[3])
     print(json.dumps({"cases": len(cases), "launches": launches, "differ": diffs, "serving_wrong": served_wrong,
                       "served": sum(1 for c in cases if c[2]), "hooked": hooked}))
-    return 0 if not diffs and not served_wrong and launches >= 14 and hooked >= 12 else 1
+    return 0 if not diffs and not served_wrong and launches >= 24 and hooked >= 12 else 1
 
 
-def _with_pre(fn, seen, call):
-    hook = lambda *a, **k: seen.append(len(a))  # noqa: E731
-    fn.add_pre_run_hook(hook)
+def _with_pre(fn, hooks, call):
+    """call() with pre-run hooks added to fn (JITFunction.add_pre_run_hook), removed after."""
+    for hook in hooks:
+        fn.add_pre_run_hook(hook)
     try:
         call()
     finally:
-        fn.pre_run_hooks.remove(hook)
+        for hook in hooks:
+            fn.pre_run_hooks.remove(hook)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,9 @@ class Env:
 
         flt.enable()
         self.torch, self.flt, self.K = torch, flt, K
+        from fastlaunch import triton_jit
+
+        self.flt_not_bound = triton_jit.not_bound
         self.x = torch.zeros(4096)
         self.y = torch.zeros(4096)
 
@@ -193,24 +196,101 @@ def warmup_goes_to_triton_and_launches_nothing(env):
 
 
 @check
-def pre_run_hooks_go_to_triton_and_launch_hooks_are_called_in_c(env):
+def pre_run_hooks_and_launch_hooks_are_called_in_c(env):
+    """A pre-run hook is called as Triton's run calls it (the positional arguments as passed, the
+    keywords plus what Triton adds: debug and the compilation knobs), once a call, and the launch is
+    still served; on a miss (Triton compiles), once too: Triton's run is given the kernel with its
+    hook list emptied for that call. A hook that raises: its exception, nothing launched. A hook added
+    by a hook is called in the same call, as Triton's loop reaches it."""
     env.add()
     seen = []
-    env.K.tensors.add_pre_run_hook(lambda *a, **k: seen.append("pre"))
+    pre = lambda *a, **k: seen.append(("pre", len(a), tuple(sorted(k))))  # noqa: E731
+    env.K.tensors.add_pre_run_hook(pre)
+    f0, l0 = counts(env.K.tensors), env.launches()
     env.add()
-    env.K.tensors.pre_run_hooks.clear()
+    env.add(n=1)  # int == 1: a variant of its own, first met here (Triton's run, the hook not called twice)
+    env.add(n=1)
+    f1 = counts(env.K.tensors)
     hook = lambda meta: seen.append(("enter", meta.get()["name"]))  # noqa: E731
     triton.knobs.runtime.launch_enter_hook.add(hook)
-    before, f0 = env.launches(), counts(env.K.tensors)
     env.add()
     triton.knobs.runtime.launch_enter_hook.remove(hook)
-    f1 = counts(env.K.tensors)
+    f2 = counts(env.K.tensors)
+
+    def boom(*a, **k):
+        raise ValueError("a pre-run hook that raises")
+
+    env.K.tensors.add_pre_run_hook(boom)
+    l1, raised = env.launches(), None
+    try:
+        env.add()
+    except ValueError as exc:
+        raised = str(exc)
+    l2 = env.launches()
+    env.K.tensors.pre_run_hooks.clear()
+    added = lambda *a, **k: seen.append("added")  # noqa: E731
+    env.K.tensors.add_pre_run_hook(lambda *a, **k: env.K.tensors.pre_run_hooks.append(added) if len(
+        env.K.tensors.pre_run_hooks) == 1 else None)
+    env.add()
+    env.K.tensors.pre_run_hooks.clear()
+    f3 = counts(env.K.tensors)
     env.add()
     c = counts(env.K.tensors)
-    return (seen == ["pre", ("enter", "tensors")] and c["stock_reasons"].get("pre_run_hooks") == 1 and
-            "launch_hooks" not in c["stock_reasons"] and f1["hooked"] == f0["hooked"] + 1 and
-            f1["fast"] == f0["fast"] + 1 and c["fast"] == f1["fast"] + 1 and c["hooked"] == f1["hooked"] and
-            env.launches() == before + 2), (seen, c)
+    keys = ("BLOCK", "debug", *(n for n in ("fpsan_homomorphic_casts", "instrumentation_mode")
+                                  if hasattr(triton.knobs.compilation, n)))
+    want = [("pre", 3, tuple(sorted(keys)))] * 4 + [("enter", "tensors")] + ["added"]
+    ok = (seen == want[:5] + [want[0], "added"] and f1["fast"] == f0["fast"] + 2
+          and f1["stock_reasons"].get("first_call_of_variant", 0) == f0["stock_reasons"].get("first_call_of_variant", 0) + 1
+          and f2["fast"] == f1["fast"] + 1 and f2["hooked"] == f1["hooked"] + 1 and f2["pre_run"] == f0["pre_run"] + 4
+          and raised == "a pre-run hook that raises" and l2 == l1 and f3["fast"] == f2["fast"] + 1
+          and c["fast"] == f3["fast"] + 1 and c["pre_run"] == f3["pre_run"] and "pre_run_hooks" not in c["stock_reasons"]
+          and l1 == l0 + 4)
+    return ok, (seen, f0, f1, f2, f3, c, l0, l1, l2)
+
+
+@check
+def run_called_directly_is_served_from_its_first_call(env):
+    """`fn.run(...)` on a JITFunction, an Autotuner and a Heuristics never subscripted (FlagGems'
+    LibEntry on a miss), and an Autotuner subclass whose run calls `self.fn.run` itself (FlagGems'
+    LibTuner): each attached at its first call, every later call served. Through the class
+    (`JITFunction.run(fn, ...)`) it is Triton's own run; an excluded kernel stays Triton's."""
+    import triton.language as tl
+    from triton.runtime.autotuner import Autotuner
+
+    def body(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
+
+    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})]
+    plain = triton.jit(body)
+    tuned = triton.autotune(configs=configs, key=["n"])(triton.jit(body))
+    heur = triton.heuristics({"BLOCK": lambda a: 64})(triton.jit(body))
+
+    class OwnRun(Autotuner):  # LibTuner's shape: picks its config, then self.fn.run
+        def run(self, *args, **kwargs):
+            return self.fn.run(*args, **kwargs, **self.configs[0].all_kwargs())
+
+    own = OwnRun(triton.jit(body), ["x_ptr", "y_ptr", "n", "BLOCK"], configs, ["n"], None, None)
+    excluded = triton.jit(body)
+    env.flt.exclude(excluded)
+    out = {}
+    for name, k, kw, inner in (("plain", plain, {"BLOCK": 128}, plain), ("tuned", tuned, {}, tuned.fn),
+                               ("heuristics", heur, {}, heur.fn), ("own run", own, {}, own.fn),
+                               ("excluded", excluded, {"BLOCK": 128}, excluded)):
+        before = env.launches()
+        for _ in range(4):
+            k.run(env.x, env.y, 1000, grid=(4,), warmup=False, **kw)
+        launched = env.launches() - before
+        fast = dict(vars(inner)["run"].counts)["fast"] if hasattr(vars(inner)["run"], "counts") else 0
+        out[name] = (launched, fast)
+    before = env.launches()
+    type(plain).run(plain, env.x, env.y, 1000, grid=(4,), warmup=False, BLOCK=128)  # Triton's own
+    through_class = (env.launches() - before, dict(vars(plain)["run"].counts)["fast"])
+    tuned_extra = len(configs)  # the first call of the key benchmarks each config (Triton's run)
+    ok = (out["plain"] == (4, 3) and out["tuned"][0] == 4 + tuned_extra * 1 and out["tuned"][1] >= 3
+          and out["heuristics"] == (4, 3) and out["own run"] == (4, 3) and out["excluded"] == (4, 0)
+          and through_class == (1, 3) and "excluded" in env.flt_not_bound())
+    return ok, (out, through_class)
 
 
 @check

@@ -44,6 +44,9 @@ class Side:
 
         self.env, self.fl = env, fl
         self.kernels = env.make_kernels()
+        if not fl:  # Triton alone: an Autotuner's `self.fn.run` would otherwise attach its kernel
+            for k in self.kernels.values():
+                env.flt.exclude(k)
         self.torch = torch
         self.hook_calls = 0
         self.nested = []  # outcomes of nested calls

@@ -1,0 +1,108 @@
+"""The policies of Triton's kernel wrappers served by fastlaunch.triton_jit: what the C dispatcher of
+one Autotuner (src/python/autotune.c) or one Heuristics (src/python/heuristics.c) cannot decide in
+C. Each is given the JIT's `inner_run(fn)`, which hands out the inner kernel's run (attaching it when
+first needed).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from fastlaunch.heuristic_trace import guards_hold, read_heuristic
+
+
+class HeuristicsPolicy:
+    """What the HeuristicsDispatcher of one Heuristics cannot decide in C: each value's form, read
+    from its function's code (heuristic_trace), and the inner kernel's run."""
+
+    def __init__(self, heuristics, inner_run):
+        self.heuristics = heuristics
+        self.inner_run = inner_run
+        self.arg_names = tuple(heuristics.arg_names)
+        self.dispatcher = None
+        self.read = None  # (the values' items, their guards, the specs) as last read
+
+    def revalidate(self):
+        """(stock reason or None, watched dicts, inner run, value specs, or None when the specs
+        the dispatcher holds still stand: a watched dict changed, not what the forms read)."""
+        h = self.heuristics
+        values = getattr(h, "values", None)
+        if not isinstance(values, dict) or tuple(h.arg_names) != self.arg_names:
+            return ("heuristics_unrecognised", (vars(h),), None, ())
+        items = tuple(values.items())
+        if self.read is not None and len(items) == len(self.read[0]) and all(
+                a is c and b is d for (a, b), (c, d) in zip(items, self.read[0])) and guards_hold(self.read[1]):
+            return (None, self.read[3], self.inner_run(h.fn), None)
+        watched = {id(vars(h)): vars(h), id(values): values}
+        specs, guards = [], []
+        for name, fn in items:
+            if type(name) is not str:  # noqa: E721 - Triton passes it as a keyword: its error
+                return ("heuristics_name", tuple(watched.values()), None, ())
+            form, read = read_heuristic(fn)
+            specs.append((sys.intern(name), fn, form))
+            guards += read
+            watched.update((id(d), d) for d, _, _ in read)
+        self.read = (items, tuple(guards), tuple(specs), tuple(watched.values()))
+        return (None, self.read[3], self.inner_run(h.fn), self.read[2])
+
+
+def autotune_key(autotuner, args, kwargs):
+    """The cache key Triton's Autotuner.run computes for a call (its code, read, not called)."""
+    nargs = dict(zip(autotuner.arg_names, args))
+    all_args = {**nargs, **kwargs}
+    named = {k: v for (k, v) in all_args.items() if k in autotuner.arg_names}
+    key = [named[k] for k in autotuner.keys if k in named]
+    for _, arg in named.items():
+        if hasattr(arg, "dtype"):
+            key.append(str(arg.dtype))
+    return tuple(key)
+
+
+class AutotunePolicy:
+    """What the AutotuneDispatcher of one Autotuner cannot decide in C."""
+
+    def __init__(self, autotuner, inner_run):
+        self.autotuner = autotuner
+        self.inner_run = inner_run
+        self.dispatcher = None
+        self.bound = {}  # key bytes -> (Triton's key, config)
+
+    def revalidate(self):
+        """(stock reason or None, watched dicts, inner run): after the tuner's cache changed (a
+        key tuned), every bound key whose config is no longer the cache's is forgotten."""
+        at = self.autotuner
+        d = self.dispatcher() if self.dispatcher else None
+        cache = getattr(at, "cache", None)
+        if not isinstance(cache, dict) or not isinstance(at.configs, list):
+            return ("autotuner_unrecognised", (), None)
+        if any((len(at.configs) > 1 and cache.get(k) is not c) or (len(at.configs) <= 1 and at.configs[0] is not c)
+               for k, c in self.bound.values()):
+            if d is not None:
+                d.clear()
+            self.bound = {}
+        return (None, (cache,), self.inner_run(at.fn))
+
+    def bind(self, key_bytes, args, kwargs):
+        """Binds the config Triton's run used for a call whose key had none."""
+        at = self.autotuner
+        d = self.dispatcher() if self.dispatcher else None
+        if d is None:
+            return
+        if len(at.configs) > 1:
+            key = autotune_key(at, args, kwargs)
+            config = at.cache.get(key)
+        else:
+            key, config = (), at.configs[0]
+        # What the key holds by address: str key values, and the arguments' dtype objects (the
+        # key's way without the tensor door).
+        keep = tuple(v for v in key if isinstance(v, str))
+        keep += tuple(getattr(v, "dtype", None) for v in list(args) + list(kwargs.values()) if hasattr(v, "dtype"))
+        if config is None:
+            d._insert(key_bytes, None, (), (), keep, "key_not_cached")
+        elif getattr(config, "pre_hook", None) is not None:
+            d._insert(key_bytes, None, (), (), keep, "config_pre_hook")
+        else:
+            kw = config.all_kwargs()
+            d._insert(key_bytes, config, tuple(sys.intern(k) for k in kw), tuple(kw.values()), keep, None)
+            self.bound[key_bytes] = (key, config)
+        d.invalidate()  # the cache (just written by a tune) enters the watched set as it is now
