@@ -259,7 +259,7 @@ def _attach_wrapper(fn) -> None:
         return _refuse(fn, _subclass_refusal(fn))
     try:
         _inner_run(fn.fn)
-        policy = _AutotunePolicy(fn, _inner_run)
+        policy = _AutotunePolicy(fn, _inner_run, _watchable_dict)
         names = tuple(sys.intern(n) for n in fn.arg_names)
         keys = tuple(names.index(k) for k in fn.keys if k in names)
         d = _C.AutotuneDispatcher(fn, stock.__get__(fn), policy, arg_names=names, key_params=keys,

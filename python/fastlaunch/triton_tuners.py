@@ -61,29 +61,34 @@ def autotune_key(autotuner, args, kwargs):
 class AutotunePolicy:
     """What the AutotuneDispatcher of one Autotuner cannot decide in C."""
 
-    def __init__(self, autotuner, inner_run):
+    def __init__(self, autotuner, inner_run, watchable=vars):
         self.autotuner = autotuner
         self.inner_run = inner_run
+        self.watchable = watchable  # vars(obj) as a dict whose changes reach a dict watcher
         self.dispatcher = None
-        self.bound = {}  # key bytes -> (Triton's key, config)
+        self.bound = {}  # key bytes -> (Triton's key, config, its pre_hook when bound)
 
     def revalidate(self):
         """(stock reason or None, watched dicts, inner run): after the tuner's cache changed (a
-        key tuned), every bound key whose config is no longer the cache's is forgotten."""
+        key tuned), every bound key whose config is no longer the cache's, or whose config's
+        pre_hook is no longer the one bound (the configs' dicts are watched), is forgotten."""
         at = self.autotuner
         d = self.dispatcher() if self.dispatcher else None
         cache = getattr(at, "cache", None)
         if not isinstance(cache, dict) or not isinstance(at.configs, list):
             return ("autotuner_unrecognised", (), None)
         if any((len(at.configs) > 1 and cache.get(k) is not c) or (len(at.configs) <= 1 and at.configs[0] is not c)
-               for k, c in self.bound.values()):
+               or getattr(c, "pre_hook", None) is not h for k, c, h in self.bound.values()):
             if d is not None:
                 d.clear()
             self.bound = {}
-        return (None, (cache,), self.inner_run(at.fn))
+        configs = {id(c): c for _, c, _ in self.bound.values()}
+        watched = (cache,) + tuple(self.watchable(c) for c in configs.values() if hasattr(c, "__dict__"))
+        return (None, watched, self.inner_run(at.fn))
 
     def bind(self, key_bytes, args, kwargs):
-        """Binds the config Triton's run used for a call whose key had none."""
+        """Binds the config Triton's run used for a call whose key had none (its pre_hook, if any,
+        called by the dispatcher as Triton's run calls it)."""
         at = self.autotuner
         d = self.dispatcher() if self.dispatcher else None
         if d is None:
@@ -99,10 +104,8 @@ class AutotunePolicy:
         keep += tuple(getattr(v, "dtype", None) for v in list(args) + list(kwargs.values()) if hasattr(v, "dtype"))
         if config is None:
             d._insert(key_bytes, None, (), (), keep, "key_not_cached")
-        elif getattr(config, "pre_hook", None) is not None:
-            d._insert(key_bytes, None, (), (), keep, "config_pre_hook")
         else:
             kw = config.all_kwargs()
             d._insert(key_bytes, config, tuple(sys.intern(k) for k in kw), tuple(kw.values()), keep, None)
-            self.bound[key_bytes] = (key, config)
-        d.invalidate()  # the cache (just written by a tune) enters the watched set as it is now
+            self.bound[key_bytes] = (key, config, getattr(config, "pre_hook", None))
+        d.invalidate()  # the cache (just written by a tune) and the config enter the watched set as they are now

@@ -13,9 +13,10 @@
  * config it ran (written when it differs from the one this dispatcher last wrote or a call through
  * Triton's run may have changed it; code that assigns best_config itself between calls is not
  * seen), `nargs` is None after a call that returned.
+ * A config with a pre_hook has it called as Autotuner.run calls it, with `nargs` set meanwhile.
  * Triton's Autotuner.run serves everything else before anything is submitted: a key not bound yet
- * (it benchmarks or reads its cache; the policy binds the config it picked), warmup, a config with
- * a pre_hook, an argument whose kind the key does not know, a keyword a config also sets, and what
+ * (it benchmarks or reads its cache; the policy binds the config it picked), warmup, an argument
+ * whose kind the key does not know, a keyword a config also sets, and what
  * the policy (fastlaunch.triton_jit) names when a watched dict changes (the tuner's cache, knobs). */
 #include "autotune_base.h"
 
@@ -29,6 +30,7 @@ static void entry_release(at_entry *e) {
   Py_XDECREF(e->kw_out);
   Py_XDECREF(e->kw_in);
   Py_XDECREF(e->keep);
+  Py_XDECREF(e->pre_hook);
   memset(e, 0, sizeof *e);
 }
 
@@ -163,32 +165,6 @@ static PyObject *inner_kwnames(AutotuneObject *self, at_entry *e, PyObject *name
   return out;
 }
 
-/* What Autotuner.run leaves behind: best_config is the config; nargs None (after a return) or the
- * named positional arguments (after an exception). */
-static int leave_attrs(AutotuneObject *self, at_entry *e, PyObject *const *args, size_t nargs, int raised) {
-  if (raised) {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    PyObject *d = PyDict_New();
-    for (size_t i = 0; d && i < nargs; i++)
-      if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->arg_names, (Py_ssize_t)i), args[i]) < 0) Py_CLEAR(d);
-    if (!d || PyObject_SetAttrString(self->autotuner, "nargs", d) < 0) PyErr_Clear();
-    Py_XDECREF(d);
-    self->nargs_dirty = 1;
-    PyErr_Restore(et, ev, tb);
-    return 0;
-  }
-  if (self->last_best != e->config) {
-    if (PyObject_SetAttrString(self->autotuner, "best_config", e->config) < 0) return -1;
-    self->last_best = e->config;
-  }
-  if (self->nargs_dirty) {
-    if (PyObject_SetAttrString(self->autotuner, "nargs", Py_None) < 0) return -1;
-    self->nargs_dirty = 0;
-  }
-  return 0;
-}
-
 static int keyword_clash(const at_entry *e, PyObject *kwnames) {
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++)
@@ -225,6 +201,7 @@ static inline PyObject *at_dispatch_key(AutotuneObject *self, PyObject *grid, Py
     return STOCK(nargs > 256 ? "positional_args" : nkw + nc + 2 > AT_MAX_KW ? "keywords" : "keyword_set_by_config", NULL);
   }
   PyObject *config = Py_NewRef(e->config), *values = Py_NewRef(e->values), *enames = Py_NewRef(e->names);
+  PyObject *pre_hook = Py_XNewRef(e->pre_hook);
   PyObject *res = NULL, *names = inner_kwnames(self, e, enames, kwnames, with_grid);
   if (!names) goto done;
   PyObject *argv[AT_MAX_KW + 1 + 256];
@@ -235,12 +212,18 @@ static inline PyObject *at_dispatch_key(AutotuneObject *self, PyObject *grid, Py
     argv[nargs + (size_t)(nkw + nc) + 1] = Py_False;
   }
   at_entry held = {.config = config};
-  if (leave_attrs(self, &held, args, nargs, 0) < 0) goto done;
+  if (fl_at_leave_attrs(self, &held, args, nargs, 0) < 0) goto done;
+  if (pre_hook && fl_at_config_pre_hook(self, pre_hook, grid, args, nargs, kwnames, enames, values) < 0) goto done;
   res = inner_is_jit && grid ? fl_ext_jit_run_grid(inner, grid, argv, nargs, names)
                              : PyObject_Vectorcall(inner, argv, nargs, names);
-  if (!res) leave_attrs(self, &held, args, nargs, 1);
-  else self->fast++;
+  if (!res) {
+    fl_at_leave_attrs(self, &held, args, nargs, 1);
+  } else {
+    self->fast++;
+    if (pre_hook && fl_at_leave_attrs(self, &held, args, nargs, 0) < 0) PyErr_WriteUnraisable(self->autotuner); /* launched */
+  }
 done:
+  Py_XDECREF(pre_hook);
   Py_DECREF(inner);
   Py_DECREF(config);
   Py_DECREF(values);
@@ -435,7 +418,11 @@ static PyObject *at_insert(PyObject *op, PyObject *args) {
     self->count++;
   }
   /* Every field stored, then the old ones released: a __del__ sees the entry whole. */
-  PyObject *old[7] = {e->config, e->refusal, e->names, e->values, e->keep, e->kw_out, e->kw_in};
+  PyObject *pre_hook = NULL;
+  if (config != Py_None && fl_ext_optional_attr(config, self->state->str_pre_hook, &pre_hook) < 0) return NULL;
+  if (pre_hook == Py_None) Py_CLEAR(pre_hook);
+  PyObject *old[8] = {e->config, e->refusal, e->names, e->values, e->keep, e->kw_out, e->kw_in, e->pre_hook};
+  e->pre_hook = pre_hook;
   e->config = config == Py_None ? NULL : Py_NewRef(config);
   e->refusal = refusal == Py_None ? NULL : Py_NewRef(refusal);
   e->names = Py_NewRef(names);
@@ -444,7 +431,7 @@ static PyObject *at_insert(PyObject *op, PyObject *args) {
   e->kw_out = e->kw_in = NULL;
   self->gen++;
   if (!e->config && !e->refusal) e->refusal = PyUnicode_FromString("refused");
-  for (int i = 0; i < 7; i++) Py_XDECREF(old[i]);
+  for (int i = 0; i < 8; i++) Py_XDECREF(old[i]);
   Py_RETURN_TRUE;
 }
 

@@ -1,6 +1,8 @@
-/* autotune_key.c: the key of a call to Triton's Autotuner, computed in C from what Autotuner.run
- * builds its cache key of (the values of the parameters named in `key`, then the dtype of every
- * named argument that has one), and the dispatcher's table of bound keys. Below autotune.c. */
+/* autotune_key.c: what Triton's Autotuner.run computes and leaves around a launch, in C: the key of
+ * a call, from what Autotuner.run builds its cache key of (the values of the parameters named in
+ * `key`, then the dtype of every named argument that has one), the dispatcher's table of bound keys,
+ * the attributes the run leaves behind and a config's pre_hook called as it calls it. Below
+ * autotune.c. */
 #include "autotune_base.h"
 
 static int push(at_key *k, uint64_t w) {
@@ -114,4 +116,60 @@ at_entry *fl_at_table_find(AutotuneObject *self, const at_key *k, uint64_t h) {
 
 void fl_at_key_release(at_key *k) {
   while (k->nheld) Py_DECREF(k->held[--k->nheld]);
+}
+
+/* What Autotuner.run leaves behind: best_config is the config; nargs None (after a return) or the
+ * named positional arguments (after an exception). */
+int fl_at_leave_attrs(AutotuneObject *self, at_entry *e, PyObject *const *args, size_t nargs, int raised) {
+  if (raised) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < nargs && (Py_ssize_t)i < PyTuple_GET_SIZE(self->arg_names); i++) /* zip's length */
+      if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->arg_names, (Py_ssize_t)i), args[i]) < 0) Py_CLEAR(d);
+    if (!d || PyObject_SetAttrString(self->autotuner, "nargs", d) < 0) PyErr_Clear();
+    Py_XDECREF(d);
+    self->nargs_dirty = 1;
+    PyErr_Restore(et, ev, tb);
+    return 0;
+  }
+  if (self->last_best != e->config) {
+    if (PyObject_SetAttrString(self->autotuner, "best_config", e->config) < 0) return -1;
+    self->last_best = e->config;
+  }
+  if (self->nargs_dirty) {
+    if (PyObject_SetAttrString(self->autotuner, "nargs", Py_None) < 0) return -1;
+    self->nargs_dirty = 0;
+  }
+  return 0;
+}
+
+/* A config's pre_hook, called as Autotuner.run calls it once the config is known: `nargs` set to the
+ * named positional arguments, then pre_hook({**nargs, **kwargs, **config.all_kwargs()}), the kwargs
+ * with grid= and warmup=False first in the kernel[grid] form (as JITFunction's __getitem__ passes
+ * them). 0, or -1 with the hook's exception (nargs left set, as Triton's run leaves it). */
+FL_EXT_COLD int fl_at_config_pre_hook(AutotuneObject *self, PyObject *hook, PyObject *grid, PyObject *const *args,
+                                   size_t nargs, PyObject *kwnames, PyObject *cnames, PyObject *cvalues) {
+  PyObject *named = PyDict_New(), *full = NULL;
+  int rc = -1;
+  if (!named) return -1;
+  for (size_t i = 0; i < nargs && (Py_ssize_t)i < PyTuple_GET_SIZE(self->arg_names); i++)
+    if (PyDict_SetItem(named, PyTuple_GET_ITEM(self->arg_names, (Py_ssize_t)i), args[i]) < 0) goto done;
+  self->nargs_dirty = 1;
+  if (PyObject_SetAttrString(self->autotuner, "nargs", named) < 0 || !(full = PyDict_Copy(named))) goto done;
+  if (grid && (PyDict_SetItem(full, self->state->str_grid, grid) < 0 ||
+               PyDict_SetItem(full, self->state->str_warmup, Py_False) < 0))
+    goto done;
+  for (Py_ssize_t k = 0, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0; k < nkw; k++)
+    if (PyDict_SetItem(full, PyTuple_GET_ITEM(kwnames, k), args[nargs + (size_t)k]) < 0) goto done;
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(cnames); k++)
+    if (PyDict_SetItem(full, PyTuple_GET_ITEM(cnames, k), PyTuple_GET_ITEM(cvalues, k)) < 0) goto done;
+  PyObject *r = PyObject_CallOneArg(hook, full);
+  if (!r) goto done;
+  Py_DECREF(r);
+  rc = 0;
+done:
+  Py_DECREF(named);
+  Py_XDECREF(full);
+  return rc;
 }

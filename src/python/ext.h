@@ -58,6 +58,7 @@ typedef struct {
   PyObject *str_warmup;
   PyObject *str_run;
   PyObject *str_dtype;
+  PyObject *str_pre_hook;     /* a Triton Config's */
   /* Triton's JIT (jit.c): the dispatcher, the kernel[grid] object, the class's __getitem__. */
   PyTypeObject *jit_type;
   PyTypeObject *jit_call_type;

@@ -224,7 +224,8 @@ static int module_exec(PyObject *module) {
   st->str_stream = PyUnicode_InternFromString("stream");
   st->str_grid = PyUnicode_InternFromString("grid");
   st->str_fallback = PyUnicode_InternFromString("entry_fallback");
-  if (!st->str_data_ptr || !st->str_stream || !st->str_grid || !st->str_fallback) return -1;
+  st->str_pre_hook = PyUnicode_InternFromString("pre_hook");
+  if (!st->str_data_ptr || !st->str_stream || !st->str_grid || !st->str_fallback || !st->str_pre_hook) return -1;
   if (fl_ext_add_errors(module, st) < 0) return -1;
   if (fl_ext_add_host_kernel_type(module, st) < 0) return -1;
   if (fl_ext_add_plan_type(module, st) < 0) return -1;
@@ -271,6 +272,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->str_warmup);
   Py_CLEAR(st->str_run);
   Py_CLEAR(st->str_dtype);
+  Py_CLEAR(st->str_pre_hook);
   Py_CLEAR(st->str_heuristics_count);
   Py_CLEAR(st->str_launch_metadata);
   Py_CLEAR(st->str_launch_enter_hook);

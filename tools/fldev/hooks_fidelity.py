@@ -3,7 +3,8 @@ with triton.knobs.runtime.launch_enter_hook / launch_exit_hook set (plain callab
 added to Triton's hook chains) and with pre-run hooks (JITFunction.add_pre_run_hook), through
 fastlaunch and through Triton alone, launch by launch on the stand-in driver, with the hooks' calls
 and what they were given (the launch metadata, the kernel's own launch_metadata included; a pre-run
-hook's positional arguments and keywords) compared by content. Prints one JSON line.
+hook's positional arguments and keywords; a Config's pre_hook's mapping) compared by content. Prints
+one JSON line.
 
     PYTHONPATH=tools python -m fldev.hooks_fidelity
 
@@ -33,6 +34,7 @@ def main():
     stub = cuda_stub.load()
     import torch
     import triton
+    import triton.language as tl
 
     import fastlaunch.triton as flt
     import jit_kernels as K
@@ -89,6 +91,18 @@ def main():
             return self.fn.run(*args, **kwargs, **self.configs[0].all_kwargs())
 
     own = OwnRun(K.tuned.fn, K.tuned.fn.arg_names, K.tuned.configs, ["n"], None, None)
+
+    def config_pre_hook(nargs):  # a Config's pre_hook: Triton's mapping, by content
+        calls.append(("config pre_hook", {n: value(v) for n, v in nargs.items()}))
+
+    def body(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    hooked_configs = [triton.Config({"BLOCK": 64}, num_warps=2, pre_hook=config_pre_hook),
+                      triton.Config({"BLOCK": 128}, num_warps=4, pre_hook=config_pre_hook)]
+    with_pre_hook = triton.autotune(configs=hooked_configs, key=["n"])(triton.jit(body))
+    one_pre_hook = triton.autotune(configs=hooked_configs[:1], key=[])(triton.jit(body))
     hooks = lambda call, **kw: _with_hooks(triton, call, **kw)  # noqa: E731
     lam = lambda META: (triton.cdiv(1000, META["BLOCK"]),)  # noqa: E731
     cases = [  # (name, kernel whose dispatcher counts, served, call)
@@ -146,6 +160,14 @@ def main():
          lambda: own.run(x, y, 1000, grid=(4,), warmup=False)),
         ("the same, a pre-run hook", own.fn, True,
          lambda: _with_pre(own.fn, [pre_rec], lambda: own.run(x, y, 1000, grid=(4,), warmup=False))),
+        ("a config's pre_hook", with_pre_hook.fn, True, lambda: with_pre_hook[lam](x, y, 1000)),
+        ("a config's pre_hook, keywords", with_pre_hook.fn, True, lambda: with_pre_hook[(3,)](x, n=1000, y_ptr=y)),
+        ("a config's pre_hook, .run(grid=)", with_pre_hook.fn, True,
+         lambda: with_pre_hook.run(x, y, 1000, grid=(2,), warmup=False)),
+        ("a config's pre_hook, one config, launch hooks", one_pre_hook.fn, True,
+         lambda: hooks(lambda: one_pre_hook[lam](x, y, 1000), enter=enter, exit=leave)),
+        ("a config's pre_hook and a pre-run hook", with_pre_hook.fn, True,
+         lambda: _with_pre(with_pre_hook.fn, [pre_rec], lambda: with_pre_hook[(1,)](x, y, 1000))),
         ("autotuned, .run(grid=)", K.tuned.fn, True, lambda: K.tuned.run(x, y, 1000, grid=lam, warmup=False)),
         ("heuristics, .run(grid=)", K.tuned_heuristics.fn.fn, True,
          lambda: K.tuned_heuristics.run(x, 3, 64, grid=(4,), warmup=False)),
@@ -163,7 +185,8 @@ def main():
         except (RuntimeError, ValueError):
             pass
     shapes = {}
-    for fn in (K.tensors, K.scalars, K.with_metadata, K.activation, K.tuned.fn, K.tuned_heuristics.fn.fn):
+    for fn in (K.tensors, K.scalars, K.with_metadata, K.activation, K.tuned.fn, K.tuned_heuristics.fn.fn,
+               with_pre_hook.fn, one_pre_hook.fn):
         for cache in fn.device_caches.values():
             for ck in cache[0].values():
                 ck._init_handles()

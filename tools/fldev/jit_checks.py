@@ -99,7 +99,8 @@ def registered_c_sources_read_the_stream(env):
 def autotuned_keys_launch_the_tuned_config_and_the_rest_goes_to_triton(env):
     """After the Autotuner tuned a key, calls with that key launch its config from C; a keyword a
     config also sets raises Triton's TypeError and launches nothing; a cleared cache is seen (the
-    key is tuned again by Triton, then served again); a config with a pre_hook stays Triton's."""
+    key is tuned again by Triton, then served again); a config's pre_hook, set on a config already
+    bound, makes the key Triton's once, then it is called in C as Triton calls it."""
     K = env.K
     grid = lambda META: (triton.cdiv(1000, META["BLOCK"]),)  # noqa: E731
     for _ in range(5):
@@ -120,21 +121,31 @@ def autotuned_keys_launch_the_tuned_config_and_the_rest_goes_to_triton(env):
     K.tuned[grid](env.x, env.y, 1000)
     K.tuned[grid](env.x, env.y, 1000)
     c1 = dict(K.tuned.run.counts)
-    hooked = K.tuned.configs[1]
-    hooked.pre_hook = lambda nargs: None
+    hooked, seen = K.tuned.configs[1], []
+
+    def pre_hook(nargs):  # what Triton's run shows a config's pre_hook: the mapping, nargs, best_config
+        seen.append((tuple(sorted(nargs)), nargs["n"], K.tuned.nargs is not None, K.tuned.best_config is hooked))
+
+    hooked.pre_hook = pre_hook  # on a config already bound: seen (its dict is watched), the key forgotten
     try:
-        K.tuned.cache.clear()
-        K.tuned[grid](env.x, env.y, 1000)
-        K.tuned[grid](env.x, env.y, 1000)
-        c2 = dict(K.tuned.run.counts)
+        before = env.launches()
+        K.tuned[grid](env.x, env.y, 1000)  # Triton's run: it calls the pre_hook; then bound with it
+        K.tuned[grid](env.x, env.y, 1000)  # served: the pre_hook called in C
+        c2, hook_launches = dict(K.tuned.run.counts), env.launches() - before
     finally:
         hooked.pre_hook = None
-        K.tuned.cache.clear()
+    K.tuned[grid](env.x, env.y, 1000)  # the pre_hook gone: forgotten again, Triton's once
+    K.tuned[grid](env.x, env.y, 1000)
+    c3 = dict(K.tuned.run.counts)
+    K.tuned.cache.clear()
+    mapping = tuple(sorted(("x_ptr", "y_ptr", "n", "grid", "warmup", *hooked.all_kwargs())))  # Triton's, by name
     ok = (c0["fast"] >= 4 and block == (128, 1, 1) and K.tuned.best_config is K.tuned.configs[1]
           and K.tuned.nargs is None and clash is not None and "multiple values" in clash and clash_launched == 0
           and c1["stock_reasons"].get("first_call_of_key", 0) == c0["stock_reasons"].get("first_call_of_key", 0) + 1
-          and c1["fast"] == c0["fast"] + 2 and c2["stock_reasons"].get("config_pre_hook", 0) == 1)
-    return ok, (c0, block, clash, clash_launched, c1, c2)
+          and c1["fast"] == c0["fast"] + 2 and c2["fast"] == c1["fast"] + 1 and hook_launches == 2
+          and seen == [(mapping, 1000, True, True)] * 2 and c3["fast"] == c2["fast"] + 1
+          and "config_pre_hook" not in c3["stock_reasons"])
+    return ok, (c0, block, clash, clash_launched, c1, c2, seen, c3)
 
 
 @check
