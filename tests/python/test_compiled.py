@@ -44,6 +44,7 @@ def test_jit_calls_with_hooks_match_triton_and_are_served_in_c(tmp_path):
     # raising pre-run hook launch nothing, the rest are served.
     assert result["differ"] == [] and result["serving_wrong"] == [], result
     assert result["cases"] >= 38 and result["served"] >= 36 and result["hooked"] >= 30, result
+    assert len(result["forms"]) == result["cases"] and all(same for _, same, _ in result["forms"]), result
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -67,3 +68,20 @@ def test_flaggems_ops_match_tritons_own_launcher_and_are_served(tmp_path):
     assert result["differ"] == [] and result["not_served"] == [], result
     assert result["ops"] >= 10 and result["kernels"] >= 15 and result["launches"] >= 15, result
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_readme_launch_forms_are_the_docs_run():
+    """The README's launch-forms section and docs/launch_forms.md come from one run of
+    tools/fldev/launch_forms.py (the two fidelity modules above): the same counts, every case the
+    same as Triton alone."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+    from fldev import launch_forms
+
+    ok, why = launch_forms.check()
+    assert ok, why
+    with open(launch_forms.DOC) as f:
+        doc = f.read()
+    assert "| NO |" not in doc and doc.count("| yes |") >= 60, doc[:2000]

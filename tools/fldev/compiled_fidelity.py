@@ -121,10 +121,13 @@ def main():
     flt.enable()
     kernels = (ck_t, ck_s, ck_w, ck_c, ck_m)
     fast_side, served_ok = [], []
+    reasons = []
     for name, served, call in cases:
-        before = _fast_total(triton_compiled, kernels)
+        before, r0 = _fast_total(triton_compiled, kernels), _reasons(triton_compiled, kernels)
         fast_side.append(run_one(call, stub, hook_calls, shapes))
         served_ok.append((name, served, _fast_total(triton_compiled, kernels) - before))
+        r1 = _reasons(triton_compiled, kernels)
+        reasons.append(sorted(k for k, v in r1.items() if v > r0.get(k, 0)))
     refused_wrong = []
     for name, call in past_end:
         got = run_one(call, stub, hook_calls, shapes)
@@ -139,9 +142,14 @@ def main():
     wrong = [f"{n}: served {g}" for n, s, g in served_ok if (g > 0) != s]
     launches = sum(len(r[0]) for r in triton_side)
     hooked = sum(1 for r in triton_side if r[3])  # cases whose hooks Triton called (so the compare is not empty)
+    forms = [[name, a == b, "served" if g else f"raised {b[2]}, nothing launched" if b[2] and not b[0]
+              else f"Triton's runner ({', '.join(why)})" if why else "Triton's runner"]
+             for (name, _, _), a, b, (_, _, g), why in zip(cases, triton_side, fast_side, served_ok, reasons)]
+    forms += [[name, True, "raised TypeError, nothing launched (Triton's launcher reads past its arguments)"]
+              for name, _ in past_end]
     print(json.dumps({"cases": len(cases), "launches": launches, "differ": diffs, "serving_wrong": wrong,
                       "refused_wrong": refused_wrong, "refused": len(past_end),
-                      "served": sum(1 for _, s, _ in served_ok if s), "hooked": hooked}))
+                      "served": sum(1 for _, s, _ in served_ok if s), "hooked": hooked, "forms": forms}))
     return 0 if not diffs and not wrong and not refused_wrong and launches >= 12 and hooked >= 10 else 1
 
 
@@ -179,6 +187,16 @@ def run_one(call, stub, hook_calls, shapes):
 
 def _fast_total(tc, kernels):
     return sum(tc.launch_of(k).counts()["fast"] for k in kernels if tc.launch_of(k) is not None)
+
+
+def _reasons(tc, kernels):
+    """Every stock reason the kernels' CompiledLaunch counted, added up."""
+    out = {}
+    for k in kernels:
+        launch = tc.launch_of(k)
+        for reason, n in (launch.counts().get("stock_reasons", {}) if launch is not None else {}).items():
+            out[reason] = out.get(reason, 0) + n
+    return out
 
 
 def _with_hooks(triton, call, enter=None, exit=None, chain=()):

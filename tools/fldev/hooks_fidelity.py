@@ -198,13 +198,18 @@ def main():
             call()
         except (RuntimeError, ValueError):
             pass
-    fast_side, served_wrong = [], []
+    fast_side, served_wrong, outcomes = [], [], []
     for name, fn, served, call in cases:
         before = dict(fn.run.counts)
         fast_side.append(run_one(call, stub, calls, shapes))
-        got = dict(fn.run.counts)["fast"] - before["fast"]
+        after = dict(fn.run.counts)
+        got = after["fast"] - before["fast"]
         if (got > 0) != served:
-            served_wrong.append(f"{name}: served {got}, stock {dict(fn.run.counts)['stock_reasons']}")
+            served_wrong.append(f"{name}: served {got}, stock {after['stock_reasons']}")
+        reasons = sorted(k for k, v in after["stock_reasons"].items() if v > before["stock_reasons"].get(k, 0))
+        outcomes.append("served" if got else f"Triton's ({', '.join(reasons)})" if reasons else
+                        f"raised {fast_side[-1][2]}, nothing launched" if fast_side[-1][2] and not fast_side[-1][0]
+                        else "Triton's")
     flt.disable()
     diffs = [name for (name, *_), a, b in zip(cases, triton_side, fast_side) if a != b]
     if os.environ.get("FLDEV_SHOW"):
@@ -213,8 +218,9 @@ def main():
                 print(name, a, b, sep="\n  ", file=sys.stderr)
     launches = sum(len(r[0]) for r in triton_side)
     hooked = sum(1 for r in triton_side if r[3])
+    forms = [[name, a == b, o] for (name, *_), a, b, o in zip(cases, triton_side, fast_side, outcomes)]
     print(json.dumps({"cases": len(cases), "launches": launches, "differ": diffs, "serving_wrong": served_wrong,
-                      "served": sum(1 for c in cases if c[2]), "hooked": hooked}))
+                      "served": sum(1 for c in cases if c[2]), "hooked": hooked, "forms": forms}))
     return 0 if not diffs and not served_wrong and launches >= 24 and hooked >= 12 else 1
 
 
