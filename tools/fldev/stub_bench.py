@@ -117,16 +117,11 @@ def _kw_kernel_module(ntensors, nints, directory, tag, heuristics):
 
 
 def _stock_all(k):
-    """Leaves a kernel and every wrapper in it to Triton: each call slot holds Triton's own run."""
+    """Leaves a kernel and every wrapper in it to Triton (fastlaunch.triton.exclude)."""
+    import fastlaunch.triton as flt
     from fastlaunch import triton_jit
 
-    while k is not None:
-        run = type(k).run
-        if type(run).__name__ == "TunerSlot":
-            run = run.stock
-        k.__dict__["run"] = run.__get__(k)
-        k = getattr(k, "fn", None)
-        k = k if hasattr(k, "run") else None
+    flt.exclude(k)
     return triton_jit
 
 
@@ -221,7 +216,7 @@ class Case:
 
         flt.enable()
         stock_fn, _ = _kernel_module(ntensors, nints, directory, tag="_stock")
-        stock_fn.__dict__["run"] = type(stock_fn).run.__get__(stock_fn)
+        flt.exclude(stock_fn)  # Triton alone
         xnumel = 64
         self.jit_grid = _grid(xnumel)
         self.jit_stock, self.jit_fl = stock_fn, fn
@@ -231,10 +226,10 @@ class Case:
             stock_fn[self.jit_grid](*self.args, XBLOCK=128)
         c = fn.run.counts
         assert c["fast"] == 2 and c["grid_calls"] == 0, f"{name}: the JIT dispatcher did not serve: {c}"
+        assert not hasattr(stock_fn.run, "counts"), f"{name}: Triton's side is fastlaunch's"
         # The autotuned pair: one Autotuner (and its JITFunction) left to Triton, one served.
         at_stock, _ = _kernel_module(ntensors, nints, directory, tag="_at_stock", autotune=True)
-        for k in (at_stock, at_stock.fn):
-            k.__dict__["run"] = type(k).run.__get__(k)
+        flt.exclude(at_stock)  # and its JITFunction
         at_fl, _ = _kernel_module(ntensors, nints, directory, tag="_at", autotune=True)
         self.at_stock, self.at_fl = at_stock, at_fl
         for _ in range(3):
@@ -285,7 +280,7 @@ class Case:
         dec_fn, _ = _kernel_module(ntensors, nints, directory, tag="_dstock")
         stock_getitem = next(g for c, _, g in triton_jit._state["getitems"] if isinstance(dec_fn, c))
         dec_fn.__class__ = type("TritonJITFunction", (type(dec_fn),), {"__getitem__": stock_getitem})
-        dec_fn.__dict__["run"] = type(dec_fn).run.__get__(dec_fn)
+        flt.exclude(dec_fn)
         self.dec_stock, self.dec_args = dec_fn, tuple(_Extent.N if type(a) is int and a == 64 else a for a in self.args)
         s0 = fn.run.counts["stock_reasons"].get("arg_type", 0)
         for _ in range(3):
