@@ -278,6 +278,8 @@ def time_fla(calls, stub, stock, repeats=7):
     """Every heuristics-over-CachedAutotuner kernel, one recorded call each as fla made it, timed as fla
     calls it (`kernel[grid](...)`) through fastlaunch and through Triton alone (the stock
     `__getitem__`, every wrapper's own Python run), alternating: medians of `repeats` rounds."""
+    from fastlaunch import triton_jit
+
     picked, seen = [], set()
     for fn, grid, args, kwargs, *_ in calls:
         if stack_of(fn).startswith("Heuristics>CachedAutotuner>JITFunction") and id(fn) not in seen:
@@ -289,12 +291,14 @@ def time_fla(calls, stub, stock, repeats=7):
     rows = []
     for fn, grid, args, kwargs in picked:
         at = fn.fn
+        triton_run = triton_jit._stock_run(at.fn)
 
         def through_triton(fn=fn, at=at, grid=grid, args=args, kwargs=kwargs):
             # As with fastlaunch disabled: Triton's `__getitem__`, Heuristics.run, the subclass's run,
             # Triton's Autotuner.run (the slot's, for an instance without a dispatcher), JITFunction.run.
             saved = at.__dict__.pop("_fastlaunch_run", None)
-            inner = at.fn.__dict__.pop("run", None)
+            inner = at.fn.__dict__.get("run")
+            at.fn.__dict__["run"] = triton_run  # Triton's own (an empty slot would attach fastlaunch)
             try:
                 return stock(fn, grid)(*args, **kwargs)
             finally:
