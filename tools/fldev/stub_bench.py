@@ -419,8 +419,8 @@ def table(results, out=sys.stdout):
         print(f"{case:20} " + " ".join(f"{row[m]['ns_median']:>15.1f} ns" for m in MODES), file=out)
     print("\nratios (medians):", file=out)
     print(f"{'case':20} {'fast/unpack':>12} {'dyn/unpack':>11} {'stock/fast':>11} {'run/fast':>9} {'jit/fljit':>10} "
-          f"{'fljit/fast':>11} {'at/flat':>8} {'h/flh':>7} {'flh/jitkw':>10} {'ck/flck':>8} {'seed/fast':>10} "
-          f"{'floor/unpack':>13}",
+          f"{'fljit/fast':>11} {'at/flat':>8} {'h/flh':>7} {'flh/jitkw':>10} {'ck/flck':>8} {'hk/flhk':>8} "
+          f"{'fldec/dec':>10} {'seed/fast':>10} {'floor/unpack':>13}",
           file=out)
     for case, row in by.items():
         f = row["fastlaunch"]["ns_median"]
