@@ -165,6 +165,32 @@ static PyObject *inner_kwnames(AutotuneObject *self, at_entry *e, PyObject *name
   return out;
 }
 
+/* What Autotuner.run leaves behind: best_config is the config; nargs None (after a return) or the
+ * named positional arguments (after an exception). */
+static int leave_attrs(AutotuneObject *self, at_entry *e, PyObject *const *args, size_t nargs, int raised) {
+  if (raised) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < nargs && (Py_ssize_t)i < PyTuple_GET_SIZE(self->arg_names); i++) /* zip's length */
+      if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->arg_names, (Py_ssize_t)i), args[i]) < 0) Py_CLEAR(d);
+    if (!d || PyObject_SetAttrString(self->autotuner, "nargs", d) < 0) PyErr_Clear();
+    Py_XDECREF(d);
+    self->nargs_dirty = 1;
+    PyErr_Restore(et, ev, tb);
+    return 0;
+  }
+  if (self->last_best != e->config) {
+    if (PyObject_SetAttrString(self->autotuner, "best_config", e->config) < 0) return -1;
+    self->last_best = e->config;
+  }
+  if (self->nargs_dirty) {
+    if (PyObject_SetAttrString(self->autotuner, "nargs", Py_None) < 0) return -1;
+    self->nargs_dirty = 0;
+  }
+  return 0;
+}
+
 static int keyword_clash(const at_entry *e, PyObject *kwnames) {
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t i = 0; i < nkw; i++)
@@ -212,15 +238,15 @@ static inline PyObject *at_dispatch_key(AutotuneObject *self, PyObject *grid, Py
     argv[nargs + (size_t)(nkw + nc) + 1] = Py_False;
   }
   at_entry held = {.config = config};
-  if (fl_at_leave_attrs(self, &held, args, nargs, 0) < 0) goto done;
+  if (leave_attrs(self, &held, args, nargs, 0) < 0) goto done;
   if (pre_hook && fl_at_config_pre_hook(self, pre_hook, grid, args, nargs, kwnames, enames, values) < 0) goto done;
   res = inner_is_jit && grid ? fl_ext_jit_run_grid(inner, grid, argv, nargs, names)
                              : PyObject_Vectorcall(inner, argv, nargs, names);
   if (!res) {
-    fl_at_leave_attrs(self, &held, args, nargs, 1);
+    leave_attrs(self, &held, args, nargs, 1);
   } else {
     self->fast++;
-    if (pre_hook && fl_at_leave_attrs(self, &held, args, nargs, 0) < 0) PyErr_WriteUnraisable(self->autotuner); /* launched */
+    if (pre_hook && leave_attrs(self, &held, args, nargs, 0) < 0) PyErr_WriteUnraisable(self->autotuner); /* launched */
   }
 done:
   Py_XDECREF(pre_hook);

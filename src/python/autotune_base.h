@@ -72,9 +72,6 @@ int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, Py
                    const char **why);
 void fl_at_key_release(at_key *k);
 at_entry *fl_at_table_find(AutotuneObject *self, const at_key *k, uint64_t h);
-/* What Autotuner.run leaves behind: best_config the entry's config, nargs None (raised: the named
- * positional arguments). 0, or -1 with an exception. */
-int fl_at_leave_attrs(AutotuneObject *self, at_entry *e, PyObject *const *args, size_t nargs, int raised);
 /* A config's pre_hook called as Autotuner.run calls it (nargs set meanwhile): 0, or -1 with its exception. */
 FL_EXT_COLD int fl_at_config_pre_hook(AutotuneObject *self, PyObject *hook, PyObject *grid, PyObject *const *args,
                                       size_t nargs, PyObject *kwnames, PyObject *cnames, PyObject *cvalues);

@@ -1,8 +1,7 @@
 /* autotune_key.c: what Triton's Autotuner.run computes and leaves around a launch, in C: the key of
  * a call, from what Autotuner.run builds its cache key of (the values of the parameters named in
  * `key`, then the dtype of every named argument that has one), the dispatcher's table of bound keys,
- * the attributes the run leaves behind and a config's pre_hook called as it calls it. Below
- * autotune.c. */
+ * and a config's pre_hook called as the run calls it. Below autotune.c. */
 #include "autotune_base.h"
 
 static int push(at_key *k, uint64_t w) {
@@ -116,32 +115,6 @@ at_entry *fl_at_table_find(AutotuneObject *self, const at_key *k, uint64_t h) {
 
 void fl_at_key_release(at_key *k) {
   while (k->nheld) Py_DECREF(k->held[--k->nheld]);
-}
-
-/* What Autotuner.run leaves behind: best_config is the config; nargs None (after a return) or the
- * named positional arguments (after an exception). */
-int fl_at_leave_attrs(AutotuneObject *self, at_entry *e, PyObject *const *args, size_t nargs, int raised) {
-  if (raised) {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    PyObject *d = PyDict_New();
-    for (size_t i = 0; d && i < nargs && (Py_ssize_t)i < PyTuple_GET_SIZE(self->arg_names); i++) /* zip's length */
-      if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->arg_names, (Py_ssize_t)i), args[i]) < 0) Py_CLEAR(d);
-    if (!d || PyObject_SetAttrString(self->autotuner, "nargs", d) < 0) PyErr_Clear();
-    Py_XDECREF(d);
-    self->nargs_dirty = 1;
-    PyErr_Restore(et, ev, tb);
-    return 0;
-  }
-  if (self->last_best != e->config) {
-    if (PyObject_SetAttrString(self->autotuner, "best_config", e->config) < 0) return -1;
-    self->last_best = e->config;
-  }
-  if (self->nargs_dirty) {
-    if (PyObject_SetAttrString(self->autotuner, "nargs", Py_None) < 0) return -1;
-    self->nargs_dirty = 0;
-  }
-  return 0;
 }
 
 /* A config's pre_hook, called as Autotuner.run calls it once the config is known: `nargs` set to the
