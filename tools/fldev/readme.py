@@ -79,9 +79,11 @@ def _targets(table, backends, cases):
         c = (f" (fl_launch alone in a C loop, fastlaunch-c: {_ratio(table, 'hip-stub', case, 'fastlaunch-c', 'floor'):.2f}x)"
              if ("hip-stub", case, "fastlaunch-c") in table else "")
         out.append((f"hip-stub, {case}: fastlaunch <= 1.5x floor (the runtime's C loop): {r:.2f}x{c}", r <= 1.5))
-        bound = 2.0 if case in SMALL else 1.5
+        # Issue 39's restatement of issue 31's line, from what was measured there: 2.2x at 2 tensors,
+        # 2x at 4, 1.5x at 19 and 64 args (the C-loop floor above writes no argument).
+        bound = 2.2 if case == "2 tensors + 1 int" else 2.0 if case in SMALL else 1.5
         r = _ratio(table, "hip-stub", case, "fastlaunch", "floor-unpack")
-        out.append((f"hip-stub, {case}: fastlaunch <= {bound:g}x floor-unpack (cuda-stub's rule): {r:.2f}x", r <= bound))
+        out.append((f"hip-stub, {case}: fastlaunch <= {bound:g}x floor-unpack: {r:.2f}x", r <= bound))
         r = _ratio(table, "hip-stub", case, "triton-run", "fastlaunch")
         out.append((f"hip-stub, {case}: triton-run (Triton's AMD launcher alone) >= 10x fastlaunch: {r:.2f}x", r >= 10))
     hip_ins = table.get(("hip-stub", "2 tensors + 1 int", "fastlaunch"), {}).get("instructions")
