@@ -21,7 +21,8 @@ DEFECTS = ["d01_disable_in_attach", "d02_stream_function_clears_the_table", "d03
            "d04_tuner_warmup_bool_renames", "d05_spare_grid_del_launches", "d06_insert_bad_grid_spec",
            "d07_grid_moves_storage", "d08_param_const_bool_raises", "d09_grid_sets_launch_hook",
            "d10_grid_writes_mapping", "d11_data_ptr_then_raises", "d12_watch_detector",
-           "d13_launch_hook_clears_and_relaunches"]
+           "d13_launch_hook_clears_and_relaunches", "d14_pre_run_hook_clears_and_relaunches",
+           "d15_config_pre_hook_clears_and_relaunches"]
 
 
 def _run(tmp, *argv, timeout=1200):

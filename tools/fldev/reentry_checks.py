@@ -414,6 +414,85 @@ def d13_launch_hook_clears_and_relaunches(env):
 
 
 @check
+def d14_pre_run_hook_clears_and_relaunches(env):
+    """A pre-run hook (called in C) that clears the dispatcher's table and launches the kernel again,
+    then one that disables fastlaunch: each outer call launches once, after the inner one, and each
+    hook is called once per call (the nested call's included)."""
+    k = env.kernel()
+    env.warm(k)
+    seen = []
+
+    def hook(*a, **kw):
+        seen.append(a[2])
+        if len(seen) == 1:
+            k.run.clear()
+            k[(2,)](env.x, env.y, 500, BLOCK=64)
+
+    k.add_pre_run_hook(hook)
+    try:
+        env.log()
+        k[(4,)](env.x, env.y, 1000, BLOCK=64)
+        got = env.launches()
+        seen2 = []
+        k.pre_run_hooks[:] = [lambda *a, **kw: (seen2.append(a[2]), env.flt.disable())]
+        env.log()
+        k[(4,)](env.x, env.y, 1000, BLOCK=64)
+        got2 = env.launches()
+    finally:
+        k.pre_run_hooks.clear()
+        env.flt.enable()
+    x, y = env.x.data_ptr(), env.y.data_ptr()
+    want = [((2, 1, 1), x, y, 500), ((4, 1, 1), x, y, 1000)]
+    return (got == want and seen == [1000, 500] and got2 == [((4, 1, 1), x, y, 1000)] and seen2 == [1000]), \
+        (got, seen, got2, seen2)
+
+
+@check
+def d15_config_pre_hook_clears_and_relaunches(env):
+    """A Config's pre_hook (called in C on a tuned key) that clears the AutotuneDispatcher's table and
+    launches the kernel again: the nested launch, then the outer one with the config it had, once
+    each; then the kernel's run read for the first time through its class slot while a RunSlot attach
+    disables fastlaunch: the call is Triton's, launched once."""
+    triton, tl = env.triton, env.tl
+    seen = []
+
+    def pre_hook(nargs):
+        seen.append(nargs["n"])
+        if len(seen) == 2:  # the first served call (Triton's own run called it once before)
+            tuned.run.clear()
+            tuned[(2,)](env.x, env.y, 500)
+
+    def add(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+    tuned = triton.autotune(configs=[triton.Config({"BLOCK": 64}, pre_hook=pre_hook)], key=[])(triton.jit(add))
+    tuned[(4,)](env.x, env.y, 1000)  # Triton's run: tunes nothing (one config), calls the pre_hook, binds
+    env.log()
+    tuned[(4,)](env.x, env.y, 1000)
+    got = env.launches()
+    x, y = env.x.data_ptr(), env.y.data_ptr()
+    plain = env.kernel()
+    policy_init = env.tj._Policy.__init__
+    fired = Once(env.flt.disable)
+
+    def init(self, *a, **kw):
+        fired()
+        policy_init(self, *a, **kw)
+    env.tj._Policy.__init__ = init
+    try:
+        env.log()
+        plain.run(env.x, env.y, 1000, grid=(4,), warmup=False, BLOCK=64)
+        got2 = env.launches()
+    finally:
+        env.tj._Policy.__init__ = policy_init
+        env.flt.enable()
+    want = [((2, 1, 1), x, y, 500), ((4, 1, 1), x, y, 1000)]
+    return (got == want and seen[:3] == [1000, 1000, 500] and tuned.nargs is None and fired.calls == 1
+            and got2 == [((4, 1, 1), x, y, 1000)]), (got, seen, got2, fired.calls)
+
+
+@check
 def d12_watch_detector(env):
     """The dict-change detector in use is named (the import never fails for want of one; the pyenv
     check exhausts the watcher ids before import, tools/fldev/watch_exhaust.py)."""
