@@ -7,7 +7,15 @@ At a kernel's first subscript `_attach` makes its CompiledLaunch: a plan taking 
 (constexprs passed and skipped, as Triton's launcher skips them) and the JitDispatcher of the
 kernel's JITFunction, whose gates and device and stream sources the call uses. A kernel with no
 plan keeps Triton's runner, with the reason: its source is not a JITFunction's, the JITFunction is
-not served, a tuple parameter, or what plan_from_compiled refuses.
+not served, a tuple parameter, or what plan_from_compiled refuses. A kernel with a plan gets a
+CompiledRun in its launcher's slot too, and so does each variant the JIT dispatcher binds (lazily:
+attached at its first direct call): `kernel.run(gx, gy, gz, stream, function, ...)` called directly
+is served (compiled_run.c); Triton's own run and runner keep Triton's launcher; disable() puts it
+back everywhere.
+
+Triton 3.5 and 3.6 launchers parse their arguments by a format string before the enter hook
+(`_parses_first`): there a call takes exactly one argument per parameter, and with hooks set the
+scalars are checked before enter is called (compiled.c's parse_first).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from fastlaunch._C import FastLaunchPlanUnavailable
 log = logging.getLogger("fastlaunch")
 _state = {"getitem": None, "backend": None, "attach_jit": None}
 _attached: "weakref.WeakSet" = weakref.WeakSet()  # the kernels holding a CompiledLaunch
+_runs: "weakref.WeakSet" = weakref.WeakSet()  # the kernels holding a CompiledRun
 
 
 def enable(attach_jit, *, backend=None) -> None:
@@ -49,7 +58,10 @@ def disable() -> None:
         del cls.__getitem__
     for kernel in list(_attached):
         kernel.__dict__.pop("_fastlaunch_launch", None)  # its dispatcher was the old JIT's
+    for kernel in list(_runs):
+        _unserve_run(kernel)
     _attached.clear()
+    _runs.clear()
 
 
 def launch_of(kernel):
@@ -63,24 +75,82 @@ def _attach(kernel):
         return None
     kernel._init_handles()  # first, as Triton's __getitem__ does: its errors are Triton's
     dispatcher, plan, reason = None, None, None
+    parse_first = _parses_first(kernel)
     try:
-        dispatcher, plan = _plan(kernel)
+        dispatcher, plan = _plan(kernel, parse_first)
     except FastLaunchPlanUnavailable as exc:
         reason = exc.reason
     except Exception as exc:  # a kernel this does not recognise: Triton's runner keeps it
         reason = f"unrecognised:{type(exc).__name__}"
     if reason:
         log.debug("fastlaunch: compiled %s not served: %s", getattr(kernel, "name", kernel), reason)
-    launch = _C.CompiledLaunch(kernel, dispatcher, plan, reason, _state["getitem"][2])
+    launch = _C.CompiledLaunch(kernel, dispatcher, plan, reason, _state["getitem"][2], parse_first=parse_first)
     try:
         kernel.__dict__["_fastlaunch_launch"] = launch
         _attached.add(kernel)
     except (AttributeError, TypeError):
-        pass  # made again at the next subscript
+        return launch  # made again at the next subscript
+    if plan is not None:
+        _serve_run(kernel, launch)
     return launch
 
 
-def _plan(kernel):
+def _launcher_slot(kernel):
+    """Where the kernel keeps Triton's launcher: `_run` behind the `run` property (Triton 3.7 on),
+    else the instance's own `run` (3.5, 3.6)."""
+    d = kernel.__dict__
+    return "_run" if "_run" in d else "run" if "run" in d else None
+
+
+def _serve_run(kernel, launch=None):
+    """`kernel.run(...)` called directly served too: a CompiledRun in the launcher's slot, with the
+    kernel's CompiledLaunch, or (launch None) one that attaches the kernel at its first call made
+    outside Triton's own run (a variant fastlaunch's JIT bound: what kernel[grid] returned)."""
+    if _state["getitem"] is None:
+        return
+    slot = _launcher_slot(kernel)
+    stock = kernel.__dict__.get(slot) if slot else None
+    if stock is None or isinstance(stock, _C.CompiledRun) or not callable(stock):
+        return
+    try:
+        if launch is not None:
+            kernel.__dict__[slot] = _C.CompiledRun(kernel, stock, launch=launch)
+        else:
+            kernel.__dict__[slot] = _C.CompiledRun(kernel, stock, attach=_launch_for_run)
+    except (TypeError, AttributeError) as exc:  # no function handle yet, or not a kernel this knows
+        log.debug("fastlaunch: compiled %s run not served: %s", getattr(kernel, "name", kernel), exc)
+        return
+    _runs.add(kernel)
+
+
+def serve_run(kernel):
+    """Called by the JIT policy for each variant it binds (fastlaunch.triton_jit)."""
+    _serve_run(kernel)
+
+
+def _launch_for_run(kernel):
+    return launch_of(kernel) or _attach(kernel)
+
+
+def _unserve_run(kernel):
+    slot = _launcher_slot(kernel)
+    run = kernel.__dict__.get(slot) if slot else None
+    if isinstance(run, _C.CompiledRun):
+        run.detach()  # a caller holding it gets Triton's launcher from now on
+        kernel.__dict__[slot] = run.stock
+
+
+def _parses_first(kernel) -> bool:
+    """Whether the kernel's launcher parses its arguments by a format string before the enter hook
+    (Triton 3.5 and 3.6, whose driver modules define _BASE_ARGS_FORMAT): one argument per parameter,
+    trailing constexprs included, and a scalar out of its C type's range raised before any hook."""
+    import sys
+
+    module = sys.modules.get(type(getattr(kernel, "run", None)).__module__)
+    return hasattr(module, "_BASE_ARGS_FORMAT")
+
+
+def _plan(kernel, parse_first=False):
     from triton.runtime.jit import JITFunction
 
     from fastlaunch.triton_plan import abi_of, is_hip, plan_from_compiled
@@ -92,6 +162,9 @@ def _plan(kernel):
     dispatcher = vars(fn).get("run")
     if not isinstance(dispatcher, _C.JitDispatcher):
         raise FastLaunchPlanUnavailable("jit_function_not_served")
+    if parse_first and "i8" in kernel.src.signature.values():
+        # Triton 3.5 and 3.6 parse an i8 as an unsigned char ("b"): a negative value raises there.
+        raise FastLaunchPlanUnavailable("launcher_parses_i8_unsigned")
     abi = abi_of(kernel)
     nparams = len(kernel.src.signature)
     used = [p for p, _ in abi.positions]

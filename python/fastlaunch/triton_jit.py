@@ -136,9 +136,12 @@ _excluded: "weakref.WeakSet" = weakref.WeakSet()
 
 def _stock_run(fn):
     """Triton's own run of fn's class, bound to fn (under fastlaunch's slot when one is there; a
-    subclass's own run otherwise)."""
+    subclass's own run otherwise). Through a RunSlot it is the slot called through the class, which
+    marks the call as Triton's own (what it launches through a kept kernel's `run` is Triton's)."""
     run = type(fn).run
-    return getattr(run, "stock", run).__get__(fn) if isinstance(run, (_C.RunSlot, _C.TunerSlot)) else run.__get__(fn)
+    if isinstance(run, _C.RunSlot):
+        return types.MethodType(run, fn)
+    return run.stock.__get__(fn) if isinstance(run, _C.TunerSlot) else run.__get__(fn)
 
 
 def exclude(kernel) -> None:
@@ -550,6 +553,7 @@ class _Policy:
         except FastLaunchPlanUnavailable:
             d._insert(key, kernel, plan, positions, None, keep, None)  # the grid is called instead
         d.invalidate()  # used_global_vals and the grid's guards enter the watched set
+        triton_compiled.serve_run(kernel)  # kernel.run(...) called directly on what kernel[grid] returned
 
     def _plan(self, kernel):
         from fastlaunch.triton_plan import abi_of, is_hip, plan_from_compiled

@@ -11,23 +11,8 @@
  * Whatever the plan cannot take goes to Triton's own runner before anything is submitted: more
  * arguments than parameters, a keyword, a grid that is not three ints in [0, 2^31), a value the plan
  * refuses. Depends on the JIT layer; nothing depends on it. */
-#include "call_args.h"
-#include "jit_base.h"
+#include "compiled.h"
 
-typedef struct {
-  PyObject_HEAD
-  fl_ext_state *state;
-  PyObject *kernel;        /* the CompiledKernel */
-  PyObject *dispatcher;    /* its JITFunction's JitDispatcher, or NULL */
-  PyObject *plan;          /* a Plan taking every parameter, or NULL: Triton's */
-  PyObject *reason;        /* why Triton's (str), or NULL */
-  PyObject *stock_getitem; /* Triton's CompiledKernel.__getitem__ */
-  PyObject *spare;         /* the CompiledCall handed out while nobody else holds it */
-  PyObject *stock_counts;  /* dict: reason -> calls given to Triton */
-  size_t min_args;         /* the last kernel argument's position + 1: trailing constexprs may be left
-                            * out, as Triton's launcher skips them (FlagGems passes none) */
-  unsigned long long fast, stock, hooked;
-} LaunchObject;
 
 typedef struct {
   PyObject_HEAD
@@ -36,7 +21,8 @@ typedef struct {
   PyObject *grid;
 } CallObject;
 
-static PyTypeObject *launch_type, *call_type; /* set once, at the module's init */
+PyTypeObject *fl_compiled_launch_type;
+static PyTypeObject *call_type; /* set once, at the module's init */
 static PyObject *str_launch_attr;           /* "_fastlaunch_launch", interned */
 
 /* Triton's runner for the call: compiled.__getitem__(grid)(*args, **kwargs) as Triton defines it. */
@@ -46,8 +32,10 @@ static FL_EXT_COLD PyObject *stock(LaunchObject *L, PyObject *grid, const char *
   fl_ext_count_reason(L->stock_counts, why, NULL);
   PyObject *kernel = Py_NewRef(L->kernel), *getitem = Py_NewRef(L->stock_getitem);
   PyObject *pair[2] = {kernel, Py_NewRef(grid)};
+  fl_ext_triton_depth++;
   PyObject *runner = PyObject_Vectorcall(getitem, pair, 2, NULL);
   PyObject *res = runner ? PyObject_Vectorcall(runner, args, nargsf, kwnames) : NULL;
+  fl_ext_triton_depth--;
   Py_XDECREF(runner);
   Py_DECREF(pair[1]);
   Py_DECREF(getitem);
@@ -73,13 +61,65 @@ static inline int grid_of(PyObject *grid, int64_t g[3]) {
   return 0;
 }
 
+int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values, fl_error *err) {
+  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
+  int rc = fl_ext_collect(L->state, &plan->args, full, nfull, values, err);
+  /* The scalars checked against their kinds now, as a launcher's format checks them before its
+   * hook (it reads the pointers after; a pointer refused is already a refusal here). */
+  fl_abi abi = fl_plan_abi(plan->plan);
+  for (size_t k = 0; rc == 0 && k < plan->args.nruntime; k++) {
+    uint64_t slot[4];
+    if (plan->args.kinds[k] != FL_KIND_PTR && fl_pack_value(abi, plan->args.kinds[k], &values[k], slot, k, err) != FL_OK)
+      rc = -1;
+  }
+  return rc;
+}
+
+/* hooked_call where Triton's launcher parses every argument before the enter hook (Triton 3.5, 3.6):
+ * the arguments are read first, and one the plan refuses hands the whole call to Triton's runner,
+ * which makes the metadata, parses and raises (or launches) itself, no hook yet called by us. */
+static FL_EXT_COLD PyObject *hooked_parse_first(LaunchObject *L, PyObject *grid, const int64_t g[3], uint64_t stream,
+                                                PyObject *stream_obj, PyObject *const *args, size_t nargs,
+                                                PyObject *kwnames, PyObject *const *full, size_t nfull) {
+  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
+  fl_value stack_values[FL_EXT_STACK_VALUES], *values = stack_values;
+  if (plan->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(plan->args.nruntime * sizeof *values)))
+    return PyErr_NoMemory();
+  fl_error err;
+  PyObject *res = NULL;
+  int rc = fl_compiled_collect_checked(L, full, nfull, values, &err);
+  if (rc != 0) {
+    if (rc == -2) PyErr_Clear();
+    res = stock(L, grid, rc == -2 ? "argument_raised" : "argument_refused", args, nargs, kwnames);
+  } else {
+    fl_ext_hooks h;
+    if (fl_ext_hooks_enter(L->state, L->kernel, grid, stream, stream_obj, args, nargs, &h) == 0) {
+      if (fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err) == FL_OK) {
+        L->fast++;
+        L->hooked++;
+        res = fl_ext_hooks_exit(&h) < 0 ? NULL : Py_NewRef(Py_None);
+      } else if (err.backend_submitted) {
+        fl_ext_hooks_release(&h);
+        res = fl_ext_raise_named(L->state, &err, plan->arg_names);
+      } else { /* refused at the launch, before the boundary: Triton's launcher, told enter ran */
+        L->stock++;
+        fl_ext_count_reason(L->stock_counts, "launch_refused", NULL);
+        res = fl_ext_hooks_hand_back(&h, L->kernel, g, args, nargs);
+      }
+    }
+  }
+  if (values != stack_values) PyMem_Free(values);
+  return res;
+}
+
 /* A call with launch hooks set (launch_hooks.c): the metadata (kernel.launch_metadata(grid, stream,
  * *args), the arguments as given), enter(metadata), the launch, exit(metadata). A value the plan
  * refuses after enter ran goes to Triton's launcher, told enter was called. */
 static FL_EXT_COLD PyObject *hooked_call(LaunchObject *L, PyObject *grid, const int64_t g[3], uint64_t stream,
                                          PyObject *stream_obj, PyObject *const *args, size_t nargs,
-                                         PyObject *const *full, size_t nfull) {
+                                         PyObject *kwnames, PyObject *const *full, size_t nfull) {
   fl_PlanObject *plan = (fl_PlanObject *)L->plan;
+  if (L->parse_first) return hooked_parse_first(L, grid, g, stream, stream_obj, args, nargs, kwnames, full, nfull);
   fl_ext_hooks h;
   if (fl_ext_hooks_enter(L->state, L->kernel, grid, stream, stream_obj, args, nargs, &h) < 0) return NULL;
   fl_error err;
@@ -108,11 +148,13 @@ static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size
   int have_stream = 0, hooked;
   int64_t g[3];
   if (FL_EXT_UNLIKELY(!L->plan)) return stock(L, call->grid, "plan_unavailable", args, nargsf, kwnames);
-  if (FL_EXT_UNLIKELY(nargs < L->min_args)) /* Triton's launcher would read past its arguments */
+  if (FL_EXT_UNLIKELY(nargs < L->min_args)) { /* Triton's launcher would read past its arguments */
+    if (L->parse_first) return stock(L, call->grid, "arg_count", args, nargsf, kwnames); /* it counts them */
     return PyErr_Format(PyExc_TypeError,
                         "compiled kernel: takes at least %zu positional arguments (up to its last "
                         "non-constexpr parameter), got %zu",
                         L->min_args, nargs);
+  }
   if (kwnames) {
     PyObject *v = args[nargs];
     if (PyTuple_GET_SIZE(kwnames) != 1 || !fl_ext_name_is(PyTuple_GET_ITEM(kwnames, 0), st->str_stream) ||
@@ -140,7 +182,8 @@ static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size
     nargs = ncall;
   }
   if (FL_EXT_UNLIKELY(hooked))
-    return hooked_call(L, call->grid, g, stream, have_stream ? given[ngiven] : NULL, given, ngiven, args, nargs);
+    return hooked_call(L, call->grid, g, stream, have_stream ? given[ngiven] : NULL, given, ngiven, kwnames, args,
+                       nargs);
   fl_error err;
   rc = fl_ext_plan_launch(plan, args, nargs, stream, g, &err);
   if (FL_EXT_LIKELY(rc == 0)) {
@@ -198,13 +241,13 @@ static PyObject *launch_of(SubscriptObject *sub, PyObject *kernel) {
     int r = PyDict_GetItemRef(dict, str_launch_attr, &found);
     Py_DECREF(dict);
     if (r < 0) return NULL;
-    if (found && Py_TYPE(found) == launch_type && ((LaunchObject *)found)->kernel == kernel) return found;
+    if (found && Py_TYPE(found) == fl_compiled_launch_type && ((LaunchObject *)found)->kernel == kernel) return found;
     Py_CLEAR(found);
   }
   PyObject *attach = Py_NewRef(sub->attach);
   found = PyObject_CallOneArg(attach, kernel);
   Py_DECREF(attach);
-  if (found && found != Py_None && Py_TYPE(found) != launch_type) {
+  if (found && found != Py_None && Py_TYPE(found) != fl_compiled_launch_type) {
     Py_DECREF(found);
     return PyErr_Format(PyExc_TypeError, "CompiledSubscript: attach() returned %.80s, not a CompiledLaunch or None",
                         Py_TYPE(found)->tp_name);
@@ -297,10 +340,11 @@ static PyType_Spec subscript_spec = {
 
 /* ---- CompiledLaunch ---- */
 static PyObject *launch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"kernel", "dispatcher", "plan", "reason", "stock_getitem", NULL};
+  static char *kwlist[] = {"kernel", "dispatcher", "plan", "reason", "stock_getitem", "parse_first", NULL};
   PyObject *kernel, *dispatcher, *plan, *reason, *stock_getitem;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO:CompiledLaunch", kwlist, &kernel, &dispatcher, &plan, &reason,
-                                   &stock_getitem))
+  int parse_first = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|$p:CompiledLaunch", kwlist, &kernel, &dispatcher, &plan, &reason,
+                                   &stock_getitem, &parse_first))
     return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
@@ -320,8 +364,9 @@ static PyObject *launch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
   if (!self->stock_counts) Py_CLEAR(self);
   if (self && self->plan) {
     const fl_ext_args *a = &((fl_PlanObject *)self->plan)->args;
+    self->parse_first = parse_first;
     self->min_args = a->ncall;
-    while (self->min_args > 0 && a->argmap && a->argmap[self->min_args - 1] < 0) self->min_args--;
+    while (!parse_first && self->min_args > 0 && a->argmap && a->argmap[self->min_args - 1] < 0) self->min_args--;
   }
   return (PyObject *)self;
 }
@@ -474,7 +519,7 @@ int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st) {
     }
     Py_DECREF(types[i]); /* the module holds it */
   }
-  launch_type = types[1];
+  fl_compiled_launch_type = types[1];
   call_type = types[2];
   return 0;
 }

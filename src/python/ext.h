@@ -314,6 +314,11 @@ int fl_ext_add_heuristics_type(PyObject *module, fl_ext_state *st);
 int fl_ext_add_tuner_slot_type(PyObject *module, fl_ext_state *st); /* tuner_slot.c: Autotuner.run's stand-in */
 int fl_ext_add_jit_call_types(PyObject *module, fl_ext_state *st);
 int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st); /* compiled.c: CompiledKernel[grid] */
+int fl_ext_add_compiled_run_type(PyObject *module, fl_ext_state *st); /* compiled_run.c: compiled.run(...) */
+
+/* Calls into Triton's own run or runner in flight on this thread (module.c defines it): inside
+ * them a kept kernel's `run` is Triton's launcher (compiled_run.c), whatever fastlaunch serves. */
+extern _Thread_local unsigned fl_ext_triton_depth;
 
 /* An attribute (1), or none (0, *out NULL, no exception: no AttributeError is made for a miss when
  * the type's lookup allows), or -1 with another error, left set. */

@@ -70,7 +70,9 @@ PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_
   if (gz) {
     PyObject *full[9 + FL_EXT_HOOK_MAX_ARGS] = {gx, gy, gz, h->stream, fn, packed, h->md, Py_None, h->exit_hook};
     for (size_t i = 0; i < nargs && i < FL_EXT_HOOK_MAX_ARGS; i++) full[9 + i] = args[i];
+    fl_ext_triton_depth++;
     res = PyObject_Vectorcall(run, full, 9 + (nargs < FL_EXT_HOOK_MAX_ARGS ? nargs : FL_EXT_HOOK_MAX_ARGS), NULL);
+    fl_ext_triton_depth--;
   }
   Py_XDECREF(gz);
   Py_XDECREF(gy);

@@ -2,6 +2,8 @@
  * testing hooks of the layers below registered on it. */
 #include "ext.h"
 
+_Thread_local unsigned fl_ext_triton_depth;
+
 /* ---- layout(abi, kinds, **options) ---- */
 
 static PyObject *layout_of(fl_ext_state *st, PyObject *abi, PyObject *kinds_obj, PyObject *options);
@@ -235,7 +237,7 @@ static int module_exec(PyObject *module) {
   if (fl_ext_add_heuristics_type(module, st) < 0) return -1;
   if (fl_ext_add_tuner_slot_type(module, st) < 0) return -1;
   if (fl_ext_add_jit_call_types(module, st) < 0) return -1;
-  if (fl_ext_add_compiled_types(module, st) < 0) return -1;
+  if (fl_ext_add_compiled_types(module, st) < 0 || fl_ext_add_compiled_run_type(module, st) < 0) return -1;
   if (fl_ext_add_extras(module, st) < 0) return -1;
   if (PyModule_AddIntConstant(module, "STACK_ARGS", 4096) < 0) return -1;
   return 0;

@@ -14,6 +14,7 @@ from test_triton_jit import _run  # noqa: E402
 
 
 def test_compiled_kernel_calls_match_tritons_own_launcher(tmp_path):
+    """compiled[grid](*args) and compiled.run(gx, gy, gz, stream, function, ...) called directly."""
     proc = _run(tmp_path, "fldev.compiled_fidelity", timeout=900)
     assert "{" in proc.stdout, proc.stderr[-3000:]
     result = json.loads(proc.stdout[proc.stdout.index("{"):])
@@ -27,6 +28,9 @@ def test_compiled_kernel_calls_match_tritons_own_launcher(tmp_path):
     # Launch hooks (plain, chained, raising, with a kernel's launch_metadata) called as Triton calls
     # them, served in C: the hook calls compared are not empty.
     assert result["hooked"] >= 10, result
+    # compiled.run(...) called directly: served once met, Triton's launcher back on disable() (a
+    # reference held across it included), once per call when a hook disables fastlaunch mid-call.
+    assert result["run_given_back"][0], result["run_given_back"]
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -35,7 +39,7 @@ def test_jit_calls_with_hooks_match_triton_and_are_served_in_c(tmp_path):
     calling self.fn.run) with launch hooks set (plain, chained, setting each other, raising, a
     kernel's launch_metadata over a lambda grid) and with pre-run hooks (one, two, raising, setting a
     launch hook) and a Config's pre_hook, through fastlaunch and Triton alone:
-    tools/fldev/hooks_fidelity.py. With compiled_fidelity's 29 cases (above), the launch forms' 67."""
+    tools/fldev/hooks_fidelity.py. With compiled_fidelity's 31 cases (above), the launch forms' 69."""
     proc = _run(tmp_path, "fldev.hooks_fidelity", timeout=900)
     assert "{" in proc.stdout, proc.stderr[-3000:]
     result = json.loads(proc.stdout[proc.stdout.index("{"):])

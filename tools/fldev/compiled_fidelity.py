@@ -49,6 +49,9 @@ def main():
     ck_m = K.with_metadata[(4,)](x, y, 100, BLOCK=64)  # its launch_metadata feeds the hooks
     hook_calls = []
     shapes = {}
+    # Triton 3.5 and 3.6 parse a launch's arguments by a format first: exactly one per parameter (a
+    # trailing constexpr left out raises TypeError there, nothing launched), scalars before the hooks.
+    parse_first = triton_compiled._parses_first(ck_t)
     for ck in (ck_t, ck_s, ck_w, ck_c, ck_m):
         ck._init_handles()  # a warmup's kernel is loaded at its first subscript
         abi = abi_of(ck)
@@ -70,6 +73,25 @@ def main():
 
     hooks = lambda call, **kw: _with_hooks(triton, call, **kw)  # noqa: E731
 
+    # `compiled.run(...)` called directly: Triton's launcher's own form (grid, stream, function,
+    # packed metadata, launch metadata, enter, exit, then the arguments), served once fastlaunch has
+    # met the kernel (ck_t at the first case below), with the hooks passed called around the launch.
+    S = 0x7F3A5C0099A0
+
+    def run_t(*args, grid=(2, 1, 1), function=None, md=None, enter=None, exit=None, packed=None):
+        return ck_t.run(*grid, S, ck_t.function if function is None else function,
+                        ck_t.packed_metadata if packed is None else packed, md, enter, exit, *args)
+
+    def run_enter(md):
+        hook_calls.append(("run enter", {"md": md}))
+
+    def run_exit(md):
+        hook_calls.append(("run exit", {"md": md}))
+
+    def run_raises(md):
+        hook_calls.append(("run raises", {"md": md}))
+        raise RuntimeError("a hook that raises")
+
     held = {}
     cases = [  # (name, served, call)
         ("tuple grid", True, lambda: ck_t[(8, 1, 1)](x, y, 1000, 128)),
@@ -85,7 +107,7 @@ def main():
         ("numpy grid", False, lambda: ck_t[(np.int64(3), 1, 1)](x, y, 5, 128)),
         ("negative grid", False, lambda: ck_t[(-1, 1, 1)](x, y, 5, 128)),
         ("grid of two", False, lambda: ck_t[(2, 1)](x, y, 5, 128)),
-        ("trailing constexpr left out", True, lambda: ck_t[(1, 1, 1)](x, y, 5)),
+        ("trailing constexpr left out", not parse_first, lambda: ck_t[(1, 1, 1)](x, y, 5)),
         ("too many args", False, lambda: ck_t[(1, 1, 1)](x, y, 5, 128, 7)),
         ("unknown keyword", False, lambda: ck_t[(1, 1, 1)](x, y, 5, 128, num_warps=4)),
         ("float for a pointer", False, lambda: ck_t[(1, 1, 1)](1.5, y, 5, 128)),
@@ -104,9 +126,25 @@ def main():
         ("exit hook raises", True, lambda: hooks(lambda: ck_t[(1, 1, 1)](x, y, 3, 128), enter=enter, exit=raises)),
         ("hooked, value refused", False, lambda: hooks(lambda: ck_t[(1, 1, 1)](x, y, 2**40, 128), enter=enter,
                                                        exit=leave)),
+        ("hooked, stream given", True, lambda: hooks(lambda: ck_t[(2, 1, 1)](x, y, 3, 128, stream=0x7F3A5C0099A0),
+                                                     enter=enter, exit=leave)),
+        ("hooked, value refused, stream given", False,
+         lambda: hooks(lambda: ck_t[(1, 1, 1)](x, y, -2**40, 128, stream=0x7F3A5C0099A0), enter=enter, exit=leave)),
+        ("run called directly", True, lambda: run_t(x, y, 5, 128)),
+        ("run, grid and stream", True, lambda: run_t(x, y, 1000, 128, grid=(8, 2, 1))),
+        ("run, trailing constexpr left out", not parse_first, lambda: run_t(x, y, 5)),
+        ("run with hooks passed", True, lambda: run_t(x, y, 3, 128, md="metadata", enter=run_enter, exit=run_exit)),
+        ("run, exit hook alone", True, lambda: run_t(x, y, 3, 128, md=7, exit=run_exit)),
+        ("run, enter hook raises", False, lambda: run_t(x, y, 3, 128, md=1, enter=run_raises, exit=run_exit)),
+        ("run, value refused", False, lambda: run_t(x, y, 2**40, 128)),
+        ("run, value refused, hooks passed", False, lambda: run_t(x, y, 2**40, 128, md=2, enter=run_enter)),
+        ("run, pointer refused, hooks passed", False, lambda: run_t(1.5, y, 3, 128, md=3, enter=run_enter)),
+        ("run, another kernel's function", False, lambda: run_t(x, y, 3, 128, function=ck_w.function)),
+        ("run, float grid", False, lambda: run_t(x, y, 3, 128, grid=(1.0, 1, 1))),
+        ("run, too many args", False, lambda: run_t(x, y, 5, 128, 7)),
         ("hooked, pointer refused", False, lambda: hooks(lambda: ck_t[(1, 1, 1)](1.5, y, 3, 128), enter=enter,
                                                          exit=leave)),
-        ("hooked, trailing constexpr left out", True, lambda: hooks(lambda: ck_m[(1, 1, 1)](x, y, 9), enter=enter)),
+        ("hooked, trailing constexpr left out", not parse_first, lambda: hooks(lambda: ck_m[(1, 1, 1)](x, y, 9), enter=enter)),
     ]
 
     # Calls Triton's own launcher reads past its arguments for (3.9 checks no count: uninitialised
@@ -133,6 +171,7 @@ def main():
         got = run_one(call, stub, hook_calls, shapes)
         if got[0] or got[2] != "TypeError":
             refused_wrong.append(f"{name}: {got}")
+    run_ok, run_detail = run_given_back_check(K, flt, lambda: stub.state.calls, x, y)
     flt.disable()
     diffs = [name for (name, _, _), a, b in zip(cases, triton_side, fast_side) if a != b]
     if os.environ.get("FLDEV_SHOW"):
@@ -149,8 +188,62 @@ def main():
               for name, _ in past_end]
     print(json.dumps({"cases": len(cases), "launches": launches, "differ": diffs, "serving_wrong": wrong,
                       "refused_wrong": refused_wrong, "refused": len(past_end),
-                      "served": sum(1 for _, s, _ in served_ok if s), "hooked": hooked, "forms": forms}))
-    return 0 if not diffs and not wrong and not refused_wrong and launches >= 12 and hooked >= 10 else 1
+                      "served": sum(1 for _, s, _ in served_ok if s), "hooked": hooked, "forms": forms,
+                      "run_given_back": [run_ok, repr(run_detail)]}))
+    return 0 if not diffs and not wrong and not refused_wrong and launches >= 12 and hooked >= 10 and run_ok else 1
+
+
+def run_given_back_check(K, flt, launches, x, y):
+    """`compiled.run(gx, gy, gz, stream, function, packed, md, enter, exit, *args)` called directly:
+    served on a kernel met as compiled[grid] and on what a served kernel[grid] returned (attached at
+    its first direct call); a kernel of an excluded JITFunction stays Triton's launcher; a reference
+    held across disable() is Triton's launcher from then on; an enter hook that disables fastlaunch
+    mid-call and one that drops the kernel's launch: each call launches once."""
+    import triton
+
+    from fastlaunch import triton_compiled as tc
+
+    ck = K.tensors[(1,)](x, y, 100, BLOCK=64)
+    ck[(1, 1, 1)](x, y, 100, 64)
+    returned = K.tensors[(1,)](x, y, 100, BLOCK=32)  # what kernel[grid] returned, never subscripted
+    excluded = triton.jit(K.tensors.fn)
+    flt.exclude(excluded)
+    theirs = excluded[(1,)](x, y, 100, BLOCK=16)
+
+    def run(kernel, held=None, enter=None):
+        r = held or kernel.run
+        r(2, 1, 1, 0x7F3A5C0099A0, kernel.function, kernel.packed_metadata, None, enter, None, x, y, 9, 64)
+
+    def fast(kernel):
+        return tc.launch_of(kernel).counts()["fast"] if tc.launch_of(kernel) else 0
+
+    def slot(kernel):
+        return type(vars(kernel).get("_run", vars(kernel).get("run"))).__name__
+
+    before, f0 = launches(), fast(ck)
+    for _ in range(3):
+        run(ck)
+        run(returned)
+        run(theirs)
+    served = (launches() - before, fast(ck) - f0, fast(returned), fast(theirs), slot(theirs))
+    held = ck.run
+    flt.disable()
+    before = launches()
+    run(ck, held)
+    run(ck)
+    run(returned)
+    given_back = (launches() - before, type(held).__name__, held.launch is None, slot(ck), slot(returned))
+    flt.enable()
+    ck[(1, 1, 1)](x, y, 100, 64)  # met again: served again
+    before = launches()
+    run(ck, enter=lambda md: flt.disable())  # the launch's CompiledLaunch dropped in the hook
+    flt.enable()
+    ck[(1, 1, 1)](x, y, 100, 64)
+    run(ck, enter=lambda md: vars(ck).pop("_fastlaunch_launch", None))
+    mid_call = launches() - before
+    ok = (served == (9, 3, 3, 0, "CudaLauncher") and given_back == (3, "CompiledRun", True, "CudaLauncher", "CudaLauncher")
+          and mid_call == 3)
+    return ok, (served, given_back, mid_call)
 
 
 def launched(entry, shapes):
