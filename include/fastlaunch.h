@@ -80,12 +80,16 @@ typedef enum fl_kind {
   FL_KIND_BF16,
   FL_KIND_FP32,
   FL_KIND_FP64,
+  /* A CUDA tensor map (CUtensorMap: 128 bytes at a 64-byte aligned offset), cuda ABI only: encoded
+   * per launch from an FL_VALUE_TENSOR_MAP value and the plan's fl_tensor_map_meta for it, as
+   * Triton's launcher encodes a host-side TensorDescriptor (see "Tensor maps" below). */
+  FL_KIND_TMAP,
   FL_KIND_COUNT
 } fl_kind;
 
-FL_EXTERN const char *fl_kind_name(fl_kind kind); /* "ptr", "i32", ...; NULL when out of range */
-/* Parses a kind name ("ptr", "i32", "fp16", ...) or a Triton signature entry ("*fp32", "*i8",
- * "i32", "fp16", "u1"). "constexpr" is not a kind: it returns FL_BAD_KIND. */
+FL_EXTERN const char *fl_kind_name(fl_kind kind); /* "ptr", "i32", ..., "tmap"; NULL when out of range */
+/* Parses a kind name ("ptr", "i32", "fp16", "tmap", ...) or a Triton signature entry ("*fp32",
+ * "*i8", "i32", "fp16", "u1", "nvTmaDesc"). "constexpr" is not a kind: it returns FL_BAD_KIND. */
 FL_EXTERN fl_status fl_kind_parse(const char *text, fl_kind *out, fl_error *err);
 FL_EXTERN bool fl_kind_is_int(fl_kind kind);   /* i1..u64 */
 FL_EXTERN bool fl_kind_is_float(fl_kind kind); /* fp16..fp64 */
@@ -178,7 +182,8 @@ typedef enum fl_value_type {
   FL_VALUE_UINT, /* an unsigned integer in .u (for values above INT64_MAX) */
   FL_VALUE_BOOL, /* a boolean in .b */
   FL_VALUE_FLOAT,/* a double in .f */
-  FL_VALUE_PTR   /* an address in .p */
+  FL_VALUE_PTR,  /* an address in .p */
+  FL_VALUE_TENSOR_MAP /* .p: the address of an fl_tensor_map_value, read during the launch call only */
 } fl_value_type;
 
 typedef struct fl_value {
@@ -199,8 +204,42 @@ static inline fl_value fl_float(double f) { fl_value x; x.type = FL_VALUE_FLOAT;
 static inline fl_value fl_ptr(const void *p) { fl_value x; x.type = FL_VALUE_PTR; x.v.p = (uint64_t)(uintptr_t)p; return x; }
 static inline fl_value fl_none(void) { fl_value x; x.type = FL_VALUE_NONE; x.v.u = 0; return x; }
 
+/* ---------------------------------------------------------------------------------------------
+ * Tensor maps: a host-side tensor descriptor (Triton's TensorDescriptor) as a kernel argument.
+ * The plan holds what the compiled kernel fixes (its metadata's tensordesc_meta entry), the launch
+ * what the descriptor holds; the backend encodes the map through the driver's own
+ * cuTensorMapEncodeTiled with Triton's arguments (sizes and byte strides innermost first, the
+ * metadata's element type mapped to the driver's, TF32 when rounding, the last dimension doubled
+ * for FP4-padded types, OOB fill NaN for "nan" padding, 128-byte L2 promotion) and Triton's fix-up
+ * for drivers up to 13.1. Each plan keeps the last maps it encoded per argument (a memo keyed by
+ * every field below): a descriptor met again costs no driver call.
+ * ------------------------------------------------------------------------------------------- */
+#define FL_TENSOR_MAP_MAX_RANK 5
+typedef struct fl_tensor_map_meta {
+  int swizzle;       /* the driver's CUtensorMapSwizzle (Triton's metadata gives it as such) */
+  int elem_size;     /* bytes per element */
+  int elem_type;     /* Triton's device-side element type (its TMA enum) */
+  uint32_t rank;     /* the block's rank, 1..5 */
+  uint32_t block[FL_TENSOR_MAP_MAX_RANK]; /* the block shape, outermost first */
+  bool fp4_padded;
+} fl_tensor_map_meta;
+
+typedef struct fl_tensor_map_value {
+  uint64_t base;     /* the global address */
+  uint32_t rank;     /* entries of shape and strides; must equal the meta's */
+  int64_t shape[FL_TENSOR_MAP_MAX_RANK];   /* outermost first, as the descriptor gives them */
+  int64_t strides[FL_TENSOR_MAP_MAX_RANK]; /* in elements, outermost first */
+  bool nan_padding;  /* padding "nan": out-of-bounds reads NaN */
+  bool round_tf32;   /* round_f32_to_tf32 */
+} fl_tensor_map_value;
+
+static inline fl_value fl_tensor_map(const fl_tensor_map_value *t) {
+  fl_value x; x.type = FL_VALUE_TENSOR_MAP; x.v.p = (uint64_t)(uintptr_t)t; return x;
+}
+
 /* Converts one value to `kind` for ABI `abi` and writes it at `dst` (which must have room for
- * the kind's slot size in that ABI). `index` only names the argument in the reason. */
+ * the kind's slot size in that ABI). `index` only names the argument in the reason. A tensor map
+ * needs its plan: "tmap_needs_plan:<index>" (FL_BAD_KIND). */
 FL_EXTERN fl_status fl_pack_value(fl_abi abi, fl_kind kind, const fl_value *value, void *dst, size_t index,
                                   fl_error *err);
 
@@ -343,6 +382,10 @@ typedef struct fl_plan_desc {
    * identifier, none repeated (arg_name_null, arg_name_invalid, arg_name_duplicate otherwise). An
    * argument can always be named $N. Fixed integer arguments are folded into constants. */
   const char *const *arg_names;
+  /* One entry per FL_KIND_TMAP argument, in argument order (NULL when there is none):
+   * tensor_maps_count_mismatch:<given>:<kinds>, tmap_meta_invalid:<index>:<why>. */
+  const fl_tensor_map_meta *tensor_maps;
+  size_t ntensor_maps;
 } fl_plan_desc;
 
 /* Builds a plan: validates the descriptor, the fixed arguments and the static grid once. */

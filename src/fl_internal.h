@@ -63,12 +63,14 @@ typedef enum fl__kind_class {
   FL__CLASS_PTR,   /* an address: a tensor, an int, None */
   FL__CLASS_INT,   /* an integer in [-max_neg, max_pos]: a bool, an int, anything with __index__ */
   FL__CLASS_FLOAT, /* a float: a float, an int, anything with __float__; converted to `format` */
+  FL__CLASS_TMAP,  /* a tensor map, encoded by the plan's backend from a descriptor (tensor_map.c) */
 } fl__kind_class;
 typedef enum fl__float_format { FL__FLOAT_NONE, FL__FLOAT_FP16, FL__FLOAT_BF16, FL__FLOAT_FP32, FL__FLOAT_FP64 } fl__float_format;
 typedef struct fl__kind_row {
   const char *name;          /* as parsed and printed */
   fl__kind_class cls;        /* how a value is read and packed */
-  unsigned char size;        /* the slot in the host and cuda ABIs: the natural C size (alignment too) */
+  unsigned char size;        /* the slot in the host and cuda ABIs: the natural C size (alignment too,
+                              * but for a tensor map's 64) */
   unsigned char npu_size;    /* the slot in the npu ABI (Triton-Ascend's ty_to_cpp) */
   unsigned char npu_align;   /* its alignment there */
   bool is_unsigned;          /* integers: no negative value */
@@ -133,6 +135,10 @@ struct fl__backend {
   /* Optional: a symbol of the backend's runtime library, loading it first; NULL when the backend
    * has none, fails to load, or lacks the name. For layers added from outside the backend. */
   void *(*symbol)(const fl__backend *self, const char *name);
+  /* Optional: encodes a tensor map (128 bytes at `map`, 64-aligned) as Triton's launcher does for
+   * this backend; absent: plans with tensor maps are refused. Not submitted on failure. */
+  fl_status (*tensor_map_encode)(const fl__backend *self, const fl_tensor_map_meta *meta,
+                                 const fl_tensor_map_value *value, void *map, fl_error *err);
 };
 
 /* A backend's load, run once: the first caller runs it under the lock, every later one reads
@@ -163,7 +169,7 @@ void fl__wait_end(void *token);
 /* The arguments a launch writes without fl_pack_value, decided per argument from its kind's row
  * when the plan is made: an address given as one (any 8-byte pointer slot), or an int in range of
  * a signed 32- or 64-bit slot. Anything else, and any other value, takes the full way. */
-enum { FL__FAST_NONE, FL__FAST_PTR, FL__FAST_S32, FL__FAST_S64 };
+enum { FL__FAST_NONE, FL__FAST_PTR, FL__FAST_S32, FL__FAST_S64, FL__FAST_TMAP /* tensor_map.c, always */ };
 struct fl_plan {
   atomic_long refcount;
   fl_backend_id backend;
@@ -204,7 +210,17 @@ struct fl_plan {
   size_t ngrid_vars;
   size_t grid_nvars;  /* size of the variable array the programs index (max used index + 1) */
   void *backend_data;
+  struct fl__tmap_memo *tmaps; /* one per tensor map argument, in argument order (tensor_map.c) */
+  size_t ntmaps;
 };
+
+/* ---- tensor maps (tensor_map.c) ---- */
+/* The plan's tensor maps from desc->tensor_maps: each argument's metadata and memo. */
+fl_status fl__tmap_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_error *err);
+void fl__tmap_plan_fini(fl_plan *plan);
+/* Runtime argument `index` (a tensor map) encoded into `dst` (128 bytes), from the memo or the
+ * backend. Before the submit boundary: every failure is not submitted. */
+fl_status fl__tmap_pack(const fl_plan *plan, size_t index, const fl_value *value, unsigned char *dst, fl_error *err);
 
 
 #endif /* FL_INTERNAL_H */

@@ -6,6 +6,7 @@
 #define PTR FL__CLASS_PTR
 #define INT FL__CLASS_INT
 #define FLT FL__CLASS_FLOAT
+#define TMAP FL__CLASS_TMAP
 
 /* Every fact of a kind, in its row: layout.c reads the sizes, pack.c the class, range and format,
  * plans derive their inline packing from it, the extension reads a Python value by its class.
@@ -29,11 +30,14 @@ const fl__kind_row fl__kinds[FL_KIND_COUNT] = {
     [FL_KIND_BF16] = {"bf16", FLT, 2, 4, 4, false, 0, 0, FL__FLOAT_BF16},
     [FL_KIND_FP32] = {"fp32", FLT, 4, 4, 4, false, 0, 0, FL__FLOAT_FP32},
     [FL_KIND_FP64] = {"fp64", FLT, 8, 8, 8, false, 0, 0, FL__FLOAT_FP64},
+    /* cuda only: no npu slot (layout.c refuses it for every other ABI) */
+    [FL_KIND_TMAP] = {"tmap", TMAP, 128, 0, 0, false, 0, 0, FL__FLOAT_NONE},
 };
 
 #undef PTR
 #undef INT
 #undef FLT
+#undef TMAP
 
 const char *fl_kind_name(fl_kind kind) {
   if ((unsigned)kind >= FL_KIND_COUNT) return NULL;
@@ -51,7 +55,7 @@ static const struct {
   fl_kind kind;
 } aliases[] = {
     {"u1", FL_KIND_I1},    {"f16", FL_KIND_FP16}, {"f32", FL_KIND_FP32},
-    {"f64", FL_KIND_FP64}, {"bool", FL_KIND_I1},
+    {"f64", FL_KIND_FP64}, {"bool", FL_KIND_I1},   {"nvTmaDesc", FL_KIND_TMAP},
 };
 
 fl_status fl_kind_parse(const char *text, fl_kind *out, fl_error *err) {

@@ -25,6 +25,9 @@ static inline fl_status pack_runtime(const fl_plan *plan, unsigned char *buf, co
       memcpy(dst, &x, 4);
     } else if (fast == FL__FAST_S64 && a->type == FL_VALUE_INT) {
       memcpy(dst, &a->v.i, 8);
+    } else if (fast == FL__FAST_TMAP) {
+      fl_status st = fl__tmap_pack(plan, i, a, dst, err);
+      if (FL__UNLIKELY(st != FL_OK)) return st;
     } else {
       fl_status st = fl_pack_value(abi, plan->kinds[i], a, dst, i, err);
       if (FL__UNLIKELY(st != FL_OK)) return st;

@@ -4,9 +4,12 @@
 static bool kind_valid(int kind) { return kind >= 0 && kind < FL_KIND_COUNT; }
 
 /* The slot sizes and alignments come from the kinds' table (kinds.c). */
+/* A tensor map has a slot in the cuda ABI alone (a kernel parameter `.align 64 .b8 [128]`). */
+static bool kind_in_abi(fl_abi abi, int kind) { return kind != FL_KIND_TMAP || abi == FL_ABI_CUDA; }
+
 size_t fl__layout_kind_size(fl_abi abi, fl_kind kind) {
   int k = (int)kind;
-  if (!kind_valid(k)) return 0;
+  if (!kind_valid(k) || !kind_in_abi(abi, k)) return 0;
   switch (abi) {
   case FL_ABI_HOST:
   case FL_ABI_CUDA:
@@ -21,13 +24,14 @@ size_t fl__layout_kind_size(fl_abi abi, fl_kind kind) {
 
 size_t fl__layout_kind_align(fl_abi abi, fl_kind kind) {
   int k = (int)kind;
-  if (!kind_valid(k)) return 0;
+  if (!kind_valid(k) || !kind_in_abi(abi, k)) return 0;
   switch (abi) {
   case FL_ABI_HOST:
   case FL_ABI_CUDA:
   case FL_ABI_HIP:
-    /* Every natural slot is a power of two no larger than 8, so its size is its alignment. */
-    return fl__kinds[k].size;
+    /* Every natural slot is a power of two no larger than 8, so its size is its alignment; a
+     * tensor map's 128 bytes sit at 64. */
+    return k == FL_KIND_TMAP ? 64 : fl__kinds[k].size;
   case FL_ABI_NPU:
     return fl__kinds[k].npu_align;
   default:
@@ -66,6 +70,8 @@ fl_status fl_layout_compute(const fl_target *target, const fl_kind *kinds, size_
   for (size_t i = 0; i < nkinds; i++) {
     int k = (int)kinds[i];
     if (!kind_valid(k)) return fl__fail(err, FL_BAD_KIND, true, "kind_unknown:%zu:%d", i, k);
+    if (!kind_in_abi(abi, k))
+      return fl__fail(err, FL_BAD_KIND, true, "kind_not_in_abi:%zu:%s:%s", i, fl_kind_name(kinds[i]), fl_abi_name(abi));
   }
 
   fl_layout out = {.grid = {-1, -1, -1}, .ffts = -1, .hidden_first = -1, .hidden_count = 0};

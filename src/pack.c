@@ -202,6 +202,8 @@ fl_status fl_pack_value(fl_abi abi, fl_kind kind, const fl_value *value, void *d
       return pack_ptr(value, dst, index, err);
     case FL__CLASS_INT: /* an i1 takes a bool, or an integer that is 0 or 1: its range is [0, 1] */
       return pack_int(abi, kind, value, dst, index, err);
+    case FL__CLASS_TMAP: /* encoded by the plan's backend, with the plan's metadata (tensor_map.c) */
+      return fl__fail(err, FL_BAD_KIND, true, "tmap_needs_plan:%zu", index);
     default:
       return pack_float(abi, kind, value, dst, index, err);
   }

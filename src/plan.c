@@ -8,6 +8,7 @@
 static void plan_free(fl_plan *plan) {
   if (!plan) return;
   if (plan->base && plan->base->plan_fini) plan->base->plan_fini(plan->base, plan);
+  fl__tmap_plan_fini(plan);
   for (int d = 0; d < 3; d++) fl_grid_program_free(plan->grid_prog[d]);
   fl__free(plan->tmpl);
   fl__free(plan->offsets);
@@ -112,8 +113,12 @@ static fl_status plan_arguments(fl_plan *plan, const fl_plan_desc *desc, fl_erro
     size_t slot = fl__layout_kind_size(desc->target.abi, plan->kinds[i]);
     bool s32 = row->cls == FL__CLASS_INT && slot == 4 && row->max_pos == INT32_MAX && row->max_neg == 2147483648u;
     bool s64 = row->cls == FL__CLASS_INT && slot == 8 && row->max_pos == INT64_MAX;
-    plan->fast[i] = row->cls == FL__CLASS_PTR ? FL__FAST_PTR : s32 ? FL__FAST_S32 : s64 ? FL__FAST_S64 : FL__FAST_NONE;
-    plan->words = plan->words && plan->fast[i] != FL__FAST_NONE;
+    plan->fast[i] = row->cls == FL__CLASS_PTR    ? FL__FAST_PTR
+                    : row->cls == FL__CLASS_TMAP ? FL__FAST_TMAP
+                    : s32                        ? FL__FAST_S32
+                    : s64                        ? FL__FAST_S64
+                                                 : FL__FAST_NONE;
+    plan->words = plan->words && plan->fast[i] != FL__FAST_NONE && plan->fast[i] != FL__FAST_TMAP;
   }
   return plan->words ? plan_word_slots(plan, err) : FL_OK;
 }
@@ -139,7 +144,8 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   plan->grid_max_product =
       desc->target.abi == FL_ABI_NPU && desc->target.npu.clamp_blocks ? 0 : be->grid_max_product;
   atomic_init(&plan->refcount, 1);
-  if ((st = plan_arguments(plan, desc, err)) != FL_OK) goto error;
+  if ((st = plan_arguments(plan, desc, err)) != FL_OK || (st = fl__tmap_plan_init(plan, desc, err)) != FL_OK)
+    goto error;
   if (plan->layout.size > be->max_args_size) {
     st = fl__fail(err, FL_UNSUPPORTED, true, "args_too_large:%zu:%zu", plan->layout.size, be->max_args_size);
     goto error;
@@ -153,8 +159,8 @@ fl_status fl_plan_create(const fl_plan_desc *desc, fl_plan **out, fl_error *err)
   }
   /* Fixed arguments are packed once; a value that does not fit is a stable refusal of the plan. */
   for (size_t i = plan->nruntime; i < plan->nargs; i++) {
-    if (fl__kinds[plan->kinds[i]].cls == FL__CLASS_PTR) {
-      st = fl__fail(err, FL_BAD_DESCRIPTOR, true, "fixed_ptr_unsupported:%zu", i);
+    if (fl__kinds[plan->kinds[i]].cls == FL__CLASS_PTR || fl__kinds[plan->kinds[i]].cls == FL__CLASS_TMAP) {
+      st = fl__fail(err, FL_BAD_DESCRIPTOR, true, "fixed_%s_unsupported:%zu", fl_kind_name(plan->kinds[i]), i);
       goto error;
     }
     st = fl_pack_value(desc->target.abi, plan->kinds[i], &desc->fixed_args[i - plan->nruntime],

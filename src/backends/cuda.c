@@ -25,6 +25,8 @@ typedef struct cuda_state {
     fl_CUresult (*cuLaunchKernel)(fl_CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   unsigned, fl_CUstream, void **, void **);
     fl_CUresult (*cuLaunchKernelEx)(const fl_CUlaunchConfig *, fl_CUfunction, void **, void **);
+    fl_cuTensorMapEncodeTiled_fn cuTensorMapEncodeTiled;
+    fl_CUresult (*cuDriverGetVersion)(int *);
   } drv;
 } cuda_state;
 
@@ -41,6 +43,8 @@ static void load_driver(fl__gpu_runtime *rt) {
       !SYM(cuDeviceGetAttribute) || !SYM(cuFuncGetAttribute) || !SYM(cuFuncSetAttribute) || !SYM(cuLaunchKernel))
     return;
   (void)SYM(cuLaunchKernelEx); /* drivers before CUDA 12 lack it; plans needing it are refused */
+  (void)SYM(cuTensorMapEncodeTiled); /* likewise: plans with tensor maps are refused without it */
+  (void)SYM(cuDriverGetVersion);
   fl_CUresult r = st->drv.cuInit(0);
   if (r != FL_CUDA_SUCCESS) {
     const char *name = NULL;
@@ -66,6 +70,8 @@ typedef struct cuda_plan {
   unsigned shared;
   unsigned nattrs;
   fl_CUlaunchAttribute attrs[4];
+  bool param_array; /* a tensor map among the arguments: its 128 bytes go by a parameter array, each
+                     * argument at its own size, as Triton's launcher passes them */
 } cuda_plan;
 
 static fl_status cuda_plan_init(const fl__backend *self, fl_plan *plan, const fl_plan_desc *desc, fl_error *err) {
@@ -134,6 +140,11 @@ static fl_status cuda_plan_init(const fl__backend *self, fl_plan *plan, const fl
     fl__free(cp);
     return fl__fail(err, FL_UNSUPPORTED, true, "cuLaunchKernelEx_missing");
   }
+  if (plan->ntmaps && (!st->drv.cuTensorMapEncodeTiled || !st->drv.cuDriverGetVersion)) {
+    fl__free(cp);
+    return fl__fail(err, FL_UNSUPPORTED, true, "cuTensorMapEncodeTiled_missing");
+  }
+  cp->param_array = plan->ntmaps > 0;
   plan->backend_data = cp;
   return FL_OK;
 driver_error:
@@ -162,7 +173,7 @@ static fl_status cuda_submit(const fl__backend *self, const fl_plan *plan, uint6
                    FL_CU_LAUNCH_PARAM_END};
   void **params = NULL, **extra_p = extra;
   void *param_array[FL__MAX_ARGS + FL_CUDA_MAX_HIDDEN_PTRS];
-  if (st->rt.use_param_array) {
+  if (st->rt.use_param_array || cp->param_array) {
     fl__gpu_param_array(plan, args, param_array);
     params = param_array;
     extra_p = NULL;
@@ -178,6 +189,58 @@ static fl_status cuda_submit(const fl__backend *self, const fl_plan *plan, uint6
   }
   if (FL__UNLIKELY(r != FL_CUDA_SUCCESS))
     return fl__fail_submitted(err, FL_BACKEND_ERROR, "backend_error:cuda:%s", cu_error_name(st, r));
+  fl__ok(err);
+  return FL_OK;
+}
+
+/* A tensor map as Triton's launcher encodes a host-side descriptor (its fillTMADescriptorTiled):
+ * sizes, box and byte strides innermost first (the outermost stride dropped), the device element
+ * type mapped to the driver's (TF32 when rounding), the last size doubled for FP4-padded types,
+ * element strides 1, no interleave, 128-byte L2 promotion, NaN fill for "nan" padding. Then its
+ * fix-up for drivers up to 13.1: the address-generation bit (bit 21 of the second word) cleared
+ * when the tensor's last byte index + 1 is below 128 KiB, that index summed in 32-bit int as
+ * Triton's C computes it. */
+static fl_status cuda_tensor_map_encode(const fl__backend *self, const fl_tensor_map_meta *meta,
+                                        const fl_tensor_map_value *v, void *map, fl_error *err) {
+  const cuda_state *st = self->state;
+  const uint32_t rank = meta->rank;
+  unsigned long long dims[FL_TENSOR_MAP_MAX_RANK], strides[FL_TENSOR_MAP_MAX_RANK];
+  unsigned box[FL_TENSOR_MAP_MAX_RANK], ones[FL_TENSOR_MAP_MAX_RANK] = {1, 1, 1, 1, 1};
+  const unsigned long long esize = (unsigned long long)meta->elem_size;
+  for (uint32_t i = 0; i < rank; i++) {
+    box[rank - i - 1] = meta->block[i];
+    unsigned long long d = (unsigned long long)v->shape[i];
+    if (meta->fp4_padded && i == rank - 1) d *= 2;
+    dims[rank - i - 1] = d;
+  }
+  for (uint32_t i = 0; i + 1 < rank; i++) strides[rank - i - 2] = esize * (unsigned long long)v->strides[i];
+  strides[rank - 1] = dims[rank - 1] * (rank == 1 ? esize : strides[rank - 2]);
+  static const int to_driver[16] = {0, 1, 2, 3, 4, 5, 6, 7, 10, 8, 9, 11, 12, 13, 14, 15};
+  const int type = to_driver[v->round_tf32 ? FL_CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : meta->elem_type];
+  const int fill = v->nan_padding ? FL_CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA : FL_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  fl_CUresult r = st->drv.cuTensorMapEncodeTiled(map, type, rank, (void *)(uintptr_t)v->base, dims, strides, box, ones,
+                                                 FL_CU_TENSOR_MAP_INTERLEAVE_NONE, meta->swizzle,
+                                                 FL_CU_TENSOR_MAP_L2_PROMOTION_L2_128B, fill);
+  if (r != FL_CUDA_SUCCESS) return fl__fail(err, FL_BACKEND_ERROR, false, "tmap_encode:cuda:%s", cu_error_name(st, r));
+  int version = 0;
+  if ((r = st->drv.cuDriverGetVersion(&version)) != FL_CUDA_SUCCESS)
+    return fl__fail(err, FL_BACKEND_ERROR, false, "cuDriverGetVersion:%s", cu_error_name(st, r));
+  if (version <= 13010) {
+    /* Triton: `int m = 0; m += (dims[i] - 1) * (int)stride_bytes;`, the sum taken in 64 bits and
+     * kept in an int at each step (two's complement, as the compilers Triton is built with do). */
+    int32_t m = 0;
+    for (uint32_t i = 0; i < rank; i++) {
+      int32_t bytes = (int32_t)(uint32_t)(i == 0 ? esize : strides[i - 1]);
+      uint64_t sum = (uint64_t)(int64_t)m + (dims[i] - 1) * (uint64_t)(int64_t)bytes;
+      m = (int32_t)(uint32_t)sum;
+    }
+    if ((int64_t)m + 1 < 128 * 1024) {
+      uint64_t w;
+      memcpy(&w, (unsigned char *)map + 8, 8);
+      w &= ~(1ull << 21);
+      memcpy((unsigned char *)map + 8, &w, 8);
+    }
+  }
   fl__ok(err);
   return FL_OK;
 }
@@ -200,4 +263,5 @@ const fl__backend fl__backend_cuda = {
     .plan_fini = fl__gpu_plan_fini,
     .submit = cuda_submit,
     .plan_device = fl__gpu_plan_device,
+    .tensor_map_encode = cuda_tensor_map_encode,
 };

@@ -50,7 +50,19 @@ enum {
   FL_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   FL_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
   FL_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+  FL_CU_TENSOR_MAP_INTERLEAVE_NONE = 0,
+  FL_CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2,
+  FL_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0,
+  FL_CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA = 1,
+  FL_CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 = 11,
 };
+
+/* cuTensorMapEncodeTiled (CUDA 12+). */
+typedef fl_CUresult (*fl_cuTensorMapEncodeTiled_fn)(void *map, int type, unsigned rank, void *address,
+                                                     const unsigned long long *dims,
+                                                     const unsigned long long *strides, const unsigned *box,
+                                                     const unsigned *element_strides, int interleave, int swizzle,
+                                                     int l2_promotion, int oob_fill);
 
 #define FL_CU_LAUNCH_PARAM_END ((void *)0x00)
 #define FL_CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)

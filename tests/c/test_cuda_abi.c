@@ -19,7 +19,8 @@
   X(unavailable_without_libcuda)       \
   X(settings_are_checked)              \
   X(fake_driver_buffer)                \
-  X(fake_driver_param_array)
+  X(fake_driver_param_array)           \
+  X(fake_driver_tensor_maps)
 #define FL_TEST_MAIN
 #include "fl_test.h"
 
@@ -49,6 +50,15 @@ static void driver_declarations_match_cuda_h(void) {
   ASSERT_TRUE(FL_CU_LAUNCH_PARAM_BUFFER_POINTER == CU_LAUNCH_PARAM_BUFFER_POINTER);
   ASSERT_TRUE(FL_CU_LAUNCH_PARAM_BUFFER_SIZE == CU_LAUNCH_PARAM_BUFFER_SIZE);
   ASSERT_TRUE(FL_CU_LAUNCH_PARAM_END == CU_LAUNCH_PARAM_END);
+  ASSERT_EQ(FL_CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_INTERLEAVE_NONE);
+  ASSERT_EQ(FL_CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  ASSERT_EQ(FL_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  ASSERT_EQ(FL_CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA, CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA);
+  ASSERT_EQ(FL_CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32);
+  ASSERT_EQ(sizeof(CUtensorMap), 128);
+  ASSERT_EQ(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 9); /* Triton's device enum says 10: the backend maps it */
+  ASSERT_EQ(CU_TENSOR_MAP_DATA_TYPE_FLOAT64, 8);
+  ASSERT_EQ(CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ, 10);
 #else
   SKIP("cuda.h not found: the driver declarations were not compared (the fake-driver tests still run)");
 #endif
@@ -304,3 +314,188 @@ static void launches_through_fake(bool param_array) {
 
 static void fake_driver_buffer(void) { launches_through_fake(false); }
 static void fake_driver_param_array(void) { launches_through_fake(true); }
+
+/* Tensor maps (FL_KIND_TMAP) through the fake driver: the arguments Triton's launcher gives
+ * cuTensorMapEncodeTiled, the map by value in a parameter array, the memo, the fix-up for drivers up
+ * to 13.1 (with Triton's 32-bit sum), and the refusals, each before anything is submitted. */
+static const fl_kind tmap_sig[] = {FL_KIND_TMAP, FL_KIND_I32, FL_KIND_I32, FL_KIND_I64, FL_KIND_I64, FL_KIND_PTR};
+static const fl_tensor_map_meta tmap_meta = {.swizzle = 3, .elem_size = 2, .elem_type = 6, .rank = 2, .block = {64, 32}};
+
+static fl_plan_desc tmap_desc(void) {
+  fl_plan_desc d;
+  memset(&d, 0, sizeof d);
+  d.backend = FL_BACKEND_CUDA;
+  d.target.abi = FL_ABI_CUDA;
+  d.target.cuda.hidden_ptrs = 2;
+  d.kernel = (void *)0xf00d;
+  d.kinds = tmap_sig;
+  d.nkinds = d.runtime_arg_count = 6;
+  d.grid_mode = FL_GRID_CALLER;
+  d.tensor_maps = &tmap_meta;
+  d.ntensor_maps = 1;
+  return d;
+}
+
+/* Launches t (shape and strides as the following arguments, as Triton's expanded signature has them). */
+static fl_status tmap_launch(fl_plan *p, const fl_tensor_map_value *t, fl_error *err) {
+  fl_value a[] = {fl_tensor_map(t), fl_int(t->shape[0]), fl_int(t->shape[1]), fl_int(t->strides[0]),
+                  fl_int(t->strides[1]), fl_ptr((void *)0x7f00000a0000)};
+  int64_t g[3] = {4, 1, 1};
+  return fl_launch(p, 0x7f3a5c0099a0, a, 6, g, err);
+}
+
+static bool bit21(const unsigned char *map) {
+  uint64_t w;
+  memcpy(&w, map + 8, 8);
+  return (w >> 21) & 1;
+}
+
+static void tensor_map_refusals(fake_launch *s) {
+  fl_error err;
+  fl_plan *q = NULL;
+  fl_plan_desc d = tmap_desc();
+  d.ntensor_maps = 0;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "tensor_maps_count_mismatch:0:1");
+  d = tmap_desc();
+  fl_tensor_map_meta bad = tmap_meta;
+  bad.rank = 6;
+  d.tensor_maps = &bad;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "tmap_meta_invalid:0:rank_6");
+  bad = tmap_meta;
+  bad.elem_size = 3;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "tmap_meta_invalid:0:elem_size_3");
+  d = tmap_desc();
+  d.runtime_arg_count = 0; /* a tensor map cannot be fixed */
+  fl_value fixed[6] = {fl_int(0), fl_int(0), fl_int(0), fl_int(0), fl_int(0), fl_int(0)};
+  d.fixed_args = fixed;
+  d.ntensor_maps = 0;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_DESCRIPTOR, "fixed_tmap_unsupported:0");
+  d = tmap_desc();
+  memset(&d.target, 0, sizeof d.target);
+  d.target.abi = FL_ABI_HOST;
+  d.backend = FL_BACKEND_NULL;
+  ASSERT_FAILS(fl_plan_create(&d, &q, &err), &err, FL_BAD_KIND, "kind_not_in_abi:0:tmap:host");
+  ASSERT_TRUE(q == NULL);
+  ASSERT_EQ(s->tmap_calls, 0);
+}
+
+static void fake_driver_tensor_maps(void) {
+  if (!in_fake_child()) {
+    run_child("fake_driver_tensor_maps", "packed");
+    return;
+  }
+  fl_error err;
+  ASSERT_OK(fl_backend_load(FL_BACKEND_CUDA, &err), &err);
+  fake_launch *s = fake_state();
+  ASSERT_TRUE(s != NULL);
+  tensor_map_refusals(s);
+  const unsigned sizes[] = {128, 4, 4, 8, 8, 8, 8, 8};
+  memcpy(s->param_sizes, sizes, sizeof sizes);
+  s->driver_version = 13000;
+  fl_plan *p;
+  fl_plan_desc d = tmap_desc();
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  fl_tensor_map_value t = {.base = 0x7f0000001000, .rank = 2, .shape = {1000, 64}, .strides = {64, 1}};
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  /* Triton's arguments: innermost first, byte strides without the outermost, f16 (6), 128-byte L2. */
+  ASSERT_EQ(s->tmap_calls, 1);
+  ASSERT_EQ(s->calls, 1);
+  ASSERT_TRUE(s->extra == NULL); /* a tensor map goes by a parameter array */
+  ASSERT_EQ(s->tmap_type, 6);
+  ASSERT_EQ(s->tmap_rank, 2);
+  ASSERT_EQ_U(s->tmap_address, 0x7f0000001000);
+  ASSERT_EQ_U(s->tmap_dims[0], 64);
+  ASSERT_EQ_U(s->tmap_dims[1], 1000);
+  ASSERT_EQ_U(s->tmap_strides[0], 128);
+  ASSERT_EQ(s->tmap_box[0], 32);
+  ASSERT_EQ(s->tmap_box[1], 64);
+  ASSERT_EQ(s->tmap_estrides[0], 1);
+  ASSERT_EQ(s->tmap_estrides[1], 1);
+  ASSERT_EQ(s->tmap_interleave, 0);
+  ASSERT_EQ(s->tmap_swizzle, 3);
+  ASSERT_EQ(s->tmap_l2, 2);
+  ASSERT_EQ(s->tmap_fill, 0);
+  /* The map by value, its bit 21 cleared: the last byte index, 63*2 + 999*128, is below 128 KiB. */
+  unsigned char want[128];
+  memcpy(want, s->tmap_map, 128);
+  ASSERT_TRUE(bit21(want));
+  ASSERT_TRUE(!bit21(s->param_bytes[0]));
+  want[10] &= (unsigned char)~0x20;
+  ASSERT_TRUE(memcmp(s->param_bytes[0], want, 128) == 0);
+  int32_t shape0;
+  int64_t stride0;
+  memcpy(&shape0, s->param_bytes[1], 4);
+  memcpy(&stride0, s->param_bytes[3], 8);
+  ASSERT_EQ(shape0, 1000);
+  ASSERT_EQ(stride0, 64);
+  /* Met again: no driver call, the same bytes. A new base encodes anew. */
+  memset(s->param_bytes[0], 0, 128);
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  ASSERT_EQ(s->tmap_calls, 1);
+  ASSERT_EQ(s->calls, 2);
+  ASSERT_TRUE(memcmp(s->param_bytes[0], want, 128) == 0);
+  t.base += 4096;
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  ASSERT_EQ(s->tmap_calls, 2);
+  /* Past 128 KiB the bit stays; at 2^32 + 126 bytes Triton's 32-bit sum reads 126 and clears it; a
+   * driver past 13.1 keeps it whatever the size. */
+  t.shape[0] = 2000;
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  ASSERT_TRUE(bit21(s->param_bytes[0]));
+  t.shape[0] = 33554433;
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  ASSERT_TRUE(!bit21(s->param_bytes[0]));
+  s->driver_version = 13020;
+  t.shape[0] = 1000;
+  t.base += 4096;
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  ASSERT_TRUE(bit21(s->param_bytes[0]));
+  ASSERT_EQ(s->tmap_calls, 5);
+  /* TF32 rounding and NaN padding reach the driver; f32 stays 7, bf16 (device 10) is the driver's 9. */
+  t.round_tf32 = true;
+  t.nan_padding = true;
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  ASSERT_EQ(s->tmap_type, 11);
+  ASSERT_EQ(s->tmap_fill, 1);
+  fl_plan_release(p);
+  fl_tensor_map_meta bf = tmap_meta;
+  bf.elem_type = 10;
+  bf.fp4_padded = true;
+  d.tensor_maps = &bf;
+  ASSERT_OK(fl_plan_create(&d, &p, &err), &err);
+  t.round_tf32 = t.nan_padding = false;
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  ASSERT_EQ(s->tmap_type, 9);
+  ASSERT_EQ_U(s->tmap_dims[0], 128); /* the innermost size doubled for an FP4-padded type */
+  /* Refused before the boundary, nothing launched: the driver's failure (the memo keeps nothing),
+   * a rank the plan's meta does not have, a value that is no tensor map. */
+  int calls = s->calls;
+  s->tmap_fail = 1;
+  t.base += 4096;
+  ASSERT_FAILS(tmap_launch(p, &t, &err), &err, FL_BACKEND_ERROR, "tmap_encode:cuda:CUDA_ERROR_FAKE");
+  ASSERT_TRUE(!err.backend_submitted);
+  s->tmap_fail = 0;
+  int before = s->tmap_calls;
+  ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  ASSERT_EQ(s->tmap_calls, before + 1);
+  ASSERT_EQ(s->calls, calls + 1);
+  t.rank = 3;
+  ASSERT_FAILS(tmap_launch(p, &t, &err), &err, FL_BAD_VALUE, "tmap_rank_mismatch:0:3:2");
+  ASSERT_TRUE(!err.backend_submitted);
+  fl_value a[] = {fl_int(5), fl_int(1), fl_int(1), fl_int(1), fl_int(1), fl_ptr(NULL)};
+  int64_t g[3] = {1, 1, 1};
+  ASSERT_FAILS(fl_launch(p, 0, a, 6, g, &err), &err, FL_BAD_VALUE, "tmap_expected:0");
+  ASSERT_EQ(s->calls, calls + 1);
+  /* Bounded: after 100 other descriptors the first is encoded again. */
+  t.rank = 2;
+  fl_tensor_map_value first = t;
+  for (int i = 0; i < 100; i++) {
+    t.base += 1024;
+    ASSERT_OK(tmap_launch(p, &t, &err), &err);
+  }
+  before = s->tmap_calls;
+  ASSERT_OK(tmap_launch(p, &first, &err), &err);
+  ASSERT_EQ(s->tmap_calls, before + 1);
+  ASSERT_TRUE(!fl_plan_takes_words(p));
+  fl_plan_release(p);
+}

@@ -400,7 +400,9 @@ static void bad_calls(void) {
   ASSERT_OK(fl_kind_parse("bf16", &k, &err), &err);
   ASSERT_EQ(k, FL_KIND_BF16);
   ASSERT_FAILS(fl_kind_parse("constexpr", &k, &err), &err, FL_BAD_KIND, "kind_constexpr_not_abi");
-  ASSERT_FAILS(fl_kind_parse("nvTmaDesc", &k, &err), &err, FL_BAD_KIND, "kind_unknown:nvTmaDesc");
+  ASSERT_OK(fl_kind_parse("nvTmaDesc", &k, &err), &err); /* Triton's expanded signature's tensor map */
+  ASSERT_EQ(k, FL_KIND_TMAP);
+  ASSERT_FAILS(fl_kind_parse("nvTmaDes", &k, &err), &err, FL_BAD_KIND, "kind_unknown:nvTmaDes");
   ASSERT_FAILS(fl_kind_parse("*", &k, &err), &err, FL_BAD_KIND, "kind_unknown:*");
   for (int i = 0; i < FL_KIND_COUNT; i++) {
     ASSERT_OK(fl_kind_parse(fl_kind_name(i), &k, &err), &err);
@@ -442,4 +444,11 @@ static void kind_classes(void) {
   ASSERT_TRUE(!fl_kind_is_int(FL_KIND_PTR) && !fl_kind_is_float(FL_KIND_PTR) && !fl_kind_is_unsigned(FL_KIND_PTR));
   ASSERT_TRUE(fl_kind_is_unsigned(FL_KIND_U8) && fl_kind_is_unsigned(FL_KIND_U64) && !fl_kind_is_unsigned(FL_KIND_I64));
   ASSERT_TRUE(!fl_kind_is_int(FL_KIND_COUNT) && !fl_kind_is_float((fl_kind)-1) && !fl_kind_is_unsigned(FL_KIND_COUNT));
+  ASSERT_TRUE(!fl_kind_is_int(FL_KIND_TMAP) && !fl_kind_is_float(FL_KIND_TMAP));
+  /* A tensor map is encoded by its plan's backend: packed alone, it is refused by name. */
+  fl_error err;
+  fl_tensor_map_value t = {.rank = 1};
+  fl_value v = fl_tensor_map(&t);
+  unsigned char buf[128];
+  ASSERT_FAILS(fl_pack_value(FL_ABI_CUDA, FL_KIND_TMAP, &v, buf, 3, &err), &err, FL_BAD_KIND, "tmap_needs_plan:3");
 }

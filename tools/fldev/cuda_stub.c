@@ -38,6 +38,12 @@ typedef struct stub_state {
     int used_params;
     unsigned char bytes[64]; /* the buffer's first 64 bytes, or the first 8 parameters, 8 bytes each */
   } log[256];
+  /* cuTensorMapEncodeTiled: calls, the driver version cuDriverGetVersion answers (0: 13000), an
+   * error to return (0: none). The map it writes mixes every argument the driver reads (a different
+   * map for each combination), with bit 21 of its second word set; it refuses what the driver's
+   * documentation says it refuses (CUDA_ERROR_INVALID_VALUE, 1). */
+  uint64_t tmap_calls;
+  int driver_version, tmap_fail;
 } stub_state;
 
 __attribute__((visibility("default"))) stub_state stub;
@@ -55,7 +61,7 @@ API stub_current_stream(int32_t device, void **stream) {
 }
 
 API cuInit(unsigned f) { (void)f; return 0; }
-API cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+API cuDriverGetVersion(int *v) { *v = stub.driver_version ? stub.driver_version : 13000; return 0; }
 API cuGetErrorName(int r, const char **s) { (void)r; *s = "CUDA_ERROR_STUB"; return 0; }
 API cuGetErrorString(int r, const char **s) { (void)r; *s = "stub driver error"; return 0; }
 API cuDeviceGet(int *d, int ordinal) { *d = ordinal; return 0; }
@@ -111,7 +117,37 @@ API cuPointerGetAttributes(unsigned n, int *attrs, void **data, uint64_t ptr) {
   for (unsigned i = 0; i < n; i++) memcpy(data[i], &ptr, 8);
   return 0;
 }
-API cuTensorMapEncodeTiled(void *map, ...) { (void)map; return 0; }
+static uint64_t mix(uint64_t h, uint64_t x) {
+  h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xFF51AFD7ED558CCDull;
+}
+
+API cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *address, const uint64_t *dims,
+                           const uint64_t *strides, const unsigned *box, const unsigned *estrides, int interleave,
+                           int swizzle, int l2, int fill) {
+  static const unsigned char esize[16] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4, 1, 1, 1};
+  stub.tmap_calls++;
+  if (stub.tmap_fail) return stub.tmap_fail;
+  uint64_t base = (uint64_t)(uintptr_t)address;
+  if (!map || ((uintptr_t)map & 63) || type < 0 || type > 15 || rank < 1 || rank > 5 || (base & 15) ||
+      interleave < 0 || interleave > 2 || swizzle < 0 || swizzle > 6 || l2 < 0 || l2 > 3 || fill < 0 || fill > 1)
+    return 1;
+  uint64_t h = mix(mix(mix(0, (unsigned)type), rank), base);
+  for (unsigned i = 0; i < rank; i++) {
+    if (dims[i] == 0 || dims[i] > (1ull << 32) || box[i] == 0 || box[i] > 256 || estrides[i] == 0 || estrides[i] > 8)
+      return 1;
+    if (i + 1 < rank && ((strides[i] & 15) || strides[i] >= (1ull << 40))) return 1;
+    h = mix(mix(mix(h, dims[i]), box[i]), estrides[i]);
+    if (i + 1 < rank) h = mix(h, strides[i]);
+  }
+  if (interleave == 0 && (box[0] * esize[type]) % 16) return 1;
+  h = mix(mix(mix(mix(h, (unsigned)interleave), (unsigned)swizzle), (unsigned)l2), (unsigned)fill);
+  uint64_t q[16];
+  for (int i = 0; i < 16; i++) q[i] = h = mix(h, (uint64_t)i);
+  q[1] |= 1ull << 21;
+  memcpy(map, q, sizeof q);
+  return 0;
+}
 API cuTensorMapEncodeIm2col(void *map, ...) { (void)map; return 0; }
 API cuMemAlloc(uint64_t *p, size_t n) { (void)n; *p = 0x10000; return 0; }
 API cuMemFree(uint64_t p) { (void)p; return 0; }

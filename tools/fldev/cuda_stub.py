@@ -36,7 +36,8 @@ class StubState(ctypes.Structure):
                 ("attr_ids", ctypes.c_int * 8), ("attr_vals", (ctypes.c_uint * 3) * 8),
                 ("buffer_size", ctypes.c_size_t), ("buffer", ctypes.c_ubyte * 4096), ("used_params", ctypes.c_int),
                 ("params", (ctypes.c_ubyte * 8) * 256),
-                ("log_on", ctypes.c_int), ("nlog", ctypes.c_uint), ("log", LogEntry * 256)]
+                ("log_on", ctypes.c_int), ("nlog", ctypes.c_uint), ("log", LogEntry * 256),
+                ("tmap_calls", ctypes.c_uint64), ("driver_version", ctypes.c_int), ("tmap_fail", ctypes.c_int)]
 
 
 class Stub:

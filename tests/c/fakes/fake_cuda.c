@@ -43,8 +43,38 @@ static void record_params(void **params) {
   fake_launch *s = &fake_cuda_state;
   s->params = params;
   if (!params) return;
-  /* The fake knows the test's signature: 5 arguments and 2 hidden pointers, 8 bytes read each. */
+  /* The fake knows the test's signature: 5 arguments and 2 hidden pointers, 8 bytes read each;
+   * with param_sizes set, as many parameters as are set, each its own size. */
   for (int i = 0; i < 7; i++) memcpy(s->param_copies[i], params[i], 8);
+  for (int i = 0; i < 64 && s->param_sizes[i]; i++) memcpy(s->param_bytes[i], params[i], s->param_sizes[i]);
+}
+
+int cuDriverGetVersion(int *v) { *v = fake_cuda_state.driver_version; return 0; }
+
+static unsigned long long mix(unsigned long long h, unsigned long long x) {
+  h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xFF51AFD7ED558CCDull;
+}
+
+int cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *address, const unsigned long long *dims,
+                           const unsigned long long *strides, const unsigned *box, const unsigned *estrides,
+                           int interleave, int swizzle, int l2, int fill) {
+  fake_launch *s = &fake_cuda_state;
+  s->tmap_calls++;
+  if (s->tmap_fail) return s->tmap_fail;
+  s->tmap_type = type, s->tmap_rank = rank, s->tmap_address = (unsigned long long)(uintptr_t)address;
+  s->tmap_interleave = interleave, s->tmap_swizzle = swizzle, s->tmap_l2 = l2, s->tmap_fill = fill;
+  unsigned long long h = mix(mix(mix(0, (unsigned)type), rank), s->tmap_address);
+  for (unsigned i = 0; i < rank && i < 5; i++) {
+    s->tmap_dims[i] = dims[i], s->tmap_box[i] = box[i], s->tmap_estrides[i] = estrides[i];
+    h = mix(mix(mix(h, dims[i]), box[i]), estrides[i]);
+    if (i + 1 < rank) h = mix(h, s->tmap_strides[i] = strides[i]); /* the driver reads rank - 1 strides */
+  }
+  h = mix(mix(mix(mix(h, (unsigned)interleave), (unsigned)swizzle), (unsigned)l2), (unsigned)fill);
+  for (int q = 0; q < 16; q++) s->tmap_map[q] = h = mix(h, (unsigned long long)q);
+  s->tmap_map[1] |= 1ull << 21;
+  memcpy(map, s->tmap_map, sizeof s->tmap_map);
+  return 0;
 }
 
 int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,

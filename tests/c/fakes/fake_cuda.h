@@ -20,6 +20,16 @@ typedef struct fake_launch {
   int fail_next;  /* return this error from the next launch */
   int no_context; /* cuCtxGetCurrent reports no current context */
   int context;    /* cuCtxGetCurrent's context otherwise: 0x1 + context */
+  /* Parameter-array launches: the size of each parameter to record (0: 8 bytes). */
+  unsigned param_sizes[64];
+  unsigned char param_bytes[64][128];
+  /* cuTensorMapEncodeTiled: calls, the last call's arguments and the map it wrote (a mix of every
+   * argument the driver reads, bit 21 of its second word always set), a failure to return. */
+  int tmap_calls, tmap_fail, driver_version;
+  int tmap_type, tmap_interleave, tmap_swizzle, tmap_l2, tmap_fill;
+  unsigned tmap_rank, tmap_box[5], tmap_estrides[5];
+  unsigned long long tmap_address, tmap_dims[5], tmap_strides[5];
+  unsigned long long tmap_map[16];
 } fake_launch;
 
 #endif
