@@ -16,7 +16,7 @@
 #define FL__TMAP_BYTES 128
 
 typedef struct fl__tmap_entry {
-  _Alignas(64) unsigned char map[FL__TMAP_BYTES];
+  unsigned char map[FL__TMAP_BYTES]; /* a copy: the driver writes a map only at a 64-aligned address */
   fl_tensor_map_value key; /* zeroed before it is filled: compared with memcmp */
   bool valid;
 } fl__tmap_entry;
@@ -112,11 +112,13 @@ fl_status fl__tmap_pack(const fl_plan *plan, size_t index, const fl_value *value
       atomic_flag_clear_explicit(&memo->busy, memory_order_release);
       return FL_OK;
     }
-    st = plan->base->tensor_map_encode(plan->base, &memo->meta, &key, e->map, err);
+    _Alignas(64) unsigned char map[FL__TMAP_BYTES];
+    st = plan->base->tensor_map_encode(plan->base, &memo->meta, &key, map, err);
     e->valid = st == FL_OK;
     if (st == FL_OK) {
       e->key = key;
-      memcpy(dst, e->map, FL__TMAP_BYTES);
+      memcpy(e->map, map, FL__TMAP_BYTES);
+      memcpy(dst, map, FL__TMAP_BYTES);
     }
     atomic_flag_clear_explicit(&memo->busy, memory_order_release);
     return st;

@@ -167,8 +167,8 @@ def _plan(kernel, parse_first=False):
         raise FastLaunchPlanUnavailable("launcher_parses_i8_unsigned")
     abi = abi_of(kernel)
     nparams = len(kernel.src.signature)
-    used = [p for p, _ in abi.positions]
-    if any(m is not None for _, m in abi.positions) or used != sorted(set(used)) or \
+    used = [p for p, m in abi.positions if m != "desc"]  # a descriptor's shape and strides are its own
+    if any(m is not None for _, m in abi.positions if m != "desc") or used != sorted(set(used)) or \
             not all(isinstance(p, int) and 0 <= p < nparams for p in used):
         raise FastLaunchPlanUnavailable("compiled_tuple_parameters")
     backend = _state["backend"] or ("hip" if is_hip(kernel.metadata) else "cuda")

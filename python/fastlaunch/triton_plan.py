@@ -31,6 +31,9 @@ class TritonABI:
     global_scratch_size: int = 0
     profile_scratch_size: int = 0
     constexprs: dict = field(default_factory=dict)
+    # One per host-side tensor descriptor argument (its map, then its shape as i32s and its strides as
+    # i64s in kinds): (swizzle, elem_size, elem_type, block_size, fp4_padded), from tensordesc_meta.
+    tensor_maps: list = field(default_factory=list)
 
 
 def _meta(metadata, name, default):
@@ -146,18 +149,40 @@ def _leaves(ty, path):
     return [leaf for j, member in enumerate(ty) for leaf in _leaves(member, path + (j,))]
 
 
-def abi_from_signature(signature, constants, arg_names):
+def _descriptor(name, ty, meta, maps_out):
+    """A host-side tensor descriptor's ABI entries as Triton's expand_signature lays them out with
+    its metadata (sm_90 on): the map, then the shape as i32s and the strides as i64s; the entry of
+    tensordesc_meta goes to maps_out. Anything else is refused by name: no metadata (the decomposed
+    form Triton passes below sm_90), im2col, a caller that takes no maps."""
+    import re
+
+    m = re.match(r"tensordesc<([^[>]*)\[([^\]]*)\]", ty)
+    if maps_out is None or m is None or "input_rank" in ty or "im2col" in ty or not isinstance(meta, dict):
+        raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{name}:{ty}")
+    if meta.get("is_im2col") or not all(k in meta for k in ("swizzle", "elem_size", "elem_type", "block_size")):
+        raise FastLaunchPlanUnavailable(f"tensor_descriptor_unsupported:{name}:{'im2col' if meta.get('is_im2col') else 'meta'}")
+    block = [int(b) for b in meta["block_size"]]
+    maps_out.append((int(meta["swizzle"]), int(meta["elem_size"]), int(meta["elem_type"]), block,
+                     bool(meta.get("fp4_padded", False))))
+    n = len(block)
+    return ["nvTmaDesc"] + ["i32"] * n + ["i64"] * n
+
+
+def abi_from_signature(signature, constants, arg_names, tensordesc_meta=None, maps_out=None):
     """The one mapping from a Triton signature to launch ABI arguments, for every caller (compiled
     kernels, Inductor's triton_meta): constexprs (declared, or specialized and listed in the
     constants) dropped, tuples flattened. Returns (names, kinds, positions, folded): kinds are
     canonical names (C parses Triton's spellings; a type no plan takes is a stable refusal),
     positions are (index of the Python argument, tuple member or None), and folded maps the name of
-    each integer constant Triton folded into the binary to its value."""
+    each integer constant Triton folded into the binary to its value. A host-side tensor descriptor
+    (with tensordesc_meta, and maps_out to take each map's metadata) gives its map, shape and strides,
+    their positions (index, "desc")."""
     if not isinstance(signature, dict):
         raise FastLaunchPlanUnavailable("signature_unrecognised")
     constants = constants or {}
     const_keys = _constant_keys(constants)
     names, types, positions, folded = [], [], [], {}
+    descriptors = 0
     for index, (key, ty) in enumerate(signature.items()):
         # Signatures are keyed by name (3.3+) or by position (older); constants by name, by
         # position, or by a tuple path into tuple arguments.
@@ -165,6 +190,16 @@ def abi_from_signature(signature, constants, arg_names):
         pos = key if isinstance(key, int) else index
         if not isinstance(ty, (str, tuple)):
             raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{ty!r}")
+        if isinstance(ty, str) and ty.startswith("tensordesc"):
+            metas = tensordesc_meta if isinstance(tensordesc_meta, (list, tuple)) and tensordesc_meta else None
+            entries = _descriptor(name, ty, metas[descriptors] if metas and descriptors < len(metas) else None,
+                                  maps_out if metas else None)
+            descriptors += 1
+            n = (len(entries) - 1) // 2
+            names += [name] + [f"{name}_shape{d}" for d in range(n)] + [f"{name}_stride{d}" for d in range(n)]
+            types += entries
+            positions += [(pos, None)] + [(pos, "desc")] * (2 * n)
+            continue
         if not isinstance(ty, tuple) and (ty == "constexpr" or name in const_keys or pos in const_keys):
             for k in (name, pos, (pos,)):
                 if k in constants and isinstance(constants[k], int) and not isinstance(constants[k], bool):
@@ -198,8 +233,11 @@ def abi_of(compiled) -> TritonABI:
     if src is None or metadata is None:
         raise FastLaunchPlanUnavailable("compiled_kernel_unrecognised")
     fn = getattr(src, "fn", None)
+    maps = []
     names, kinds, positions, _ = abi_from_signature(getattr(src, "signature", None), getattr(src, "constants", None),
-                                                    list(getattr(fn, "arg_names", None) or []))
+                                                    list(getattr(fn, "arg_names", None) or []),
+                                                    tensordesc_meta=_meta(metadata, "tensordesc_meta", None),
+                                                    maps_out=maps)
     _refuse_instrumentation(metadata)
     return TritonABI(
         names=names, kinds=kinds, positions=positions, hidden_ptrs=_hidden_slots(metadata),
@@ -209,6 +247,7 @@ def abi_of(compiled) -> TritonABI:
         global_scratch_size=int(_meta(metadata, "global_scratch_size", 0) or 0),
         profile_scratch_size=int(_meta(metadata, "profile_scratch_size", 0) or 0),
         constexprs={k: v for k, v in (getattr(src, "constants", None) or {}).items()},
+        tensor_maps=maps,
     )
 
 
@@ -255,4 +294,5 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
                    "shared_mem": abi.shared, "cooperative": abi.cooperative, "pdl": abi.pdl}
     return Plan(function, abi.kinds, backend=backend, abi="hip" if hip else "cuda", options=options, owner=compiled,
                 fixed_args=list(fixed_args), grid=grid, grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
-                name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None), ignore=ignore)
+                name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None), ignore=ignore,
+                tensor_maps=abi.tensor_maps or None)

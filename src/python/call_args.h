@@ -9,9 +9,10 @@
 
 /* Converts a call's positional arguments to runtime values (before the submit boundary). Returns
  * 0; -1 with `err` filled (no Python exception); -2 with a Python exception that must propagate
- * as it is (KeyboardInterrupt and the like, raised by an argument's own code). */
+ * as it is (KeyboardInterrupt and the like, raised by an argument's own code). A tensor map's value
+ * points into `tmaps` (the caller's, FL_EXT_MAX_TMAPS entries, alive until the launch returns). */
 static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_args *spec, PyObject *const *args, size_t nargs, fl_value *values,
-                   fl_error *err) {
+                   fl_tensor_map_value *tmaps, fl_error *err) {
   if (nargs != spec->ncall) {
     err->status = FL_BAD_ARG_COUNT;
     err->backend_submitted = false;
@@ -66,7 +67,8 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_ar
         continue;
       }
     }
-    int r = fl_ext_extract(st, kind, obj, k, &values[k], err, spec);
+    int r = kind == FL_KIND_TMAP ? fl_ext_extract_tmap(st, obj, k, &values[k], &tmaps[spec->tmap_index[k]], err)
+                                 : fl_ext_extract(st, kind, obj, k, &values[k], err, spec);
     if (r < 0) return r;
   }
   return 0;
@@ -98,6 +100,7 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_plan_launch(fl_PlanObject *plan, PyObject
       return fl_launch_words(plan->plan, stream, words, plan->args.nruntime, grid, err) == FL_OK ? 0 : -1;
   }
   fl_value stack_values[FL_EXT_STACK_VALUES];
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
   fl_value *values = stack_values;
   if (plan->args.nruntime > FL_EXT_STACK_VALUES) {
     values = PyMem_Malloc(plan->args.nruntime * sizeof *values);
@@ -106,7 +109,7 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_plan_launch(fl_PlanObject *plan, PyObject
       return -2;
     }
   }
-  int rc = fl_ext_collect(plan->state, &plan->args, args, nargs, values, err);
+  int rc = fl_ext_collect(plan->state, &plan->args, args, nargs, values, tmaps, err);
   if (rc == 0 && fl_launch(plan->plan, stream, values, plan->args.nruntime, grid, err) != FL_OK) rc = -1;
   if (values != stack_values) PyMem_Free(values);
   return rc;

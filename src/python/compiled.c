@@ -61,15 +61,17 @@ static inline int grid_of(PyObject *grid, int64_t g[3]) {
   return 0;
 }
 
-int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values, fl_error *err) {
+int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values,
+                                fl_tensor_map_value *tmaps, fl_error *err) {
   fl_PlanObject *plan = (fl_PlanObject *)L->plan;
-  int rc = fl_ext_collect(L->state, &plan->args, full, nfull, values, err);
+  int rc = fl_ext_collect(L->state, &plan->args, full, nfull, values, tmaps, err);
   /* The scalars checked against their kinds now, as a launcher's format checks them before its
    * hook (it reads the pointers after; a pointer refused is already a refusal here). */
   fl_abi abi = fl_plan_abi(plan->plan);
   for (size_t k = 0; rc == 0 && k < plan->args.nruntime; k++) {
     uint64_t slot[4];
-    if (plan->args.kinds[k] != FL_KIND_PTR && fl_pack_value(abi, plan->args.kinds[k], &values[k], slot, k, err) != FL_OK)
+    if (plan->args.kinds[k] != FL_KIND_PTR && plan->args.kinds[k] != FL_KIND_TMAP &&
+        fl_pack_value(abi, plan->args.kinds[k], &values[k], slot, k, err) != FL_OK)
       rc = -1;
   }
   return rc;
@@ -85,9 +87,10 @@ static FL_EXT_COLD PyObject *hooked_parse_first(LaunchObject *L, PyObject *grid,
   fl_value stack_values[FL_EXT_STACK_VALUES], *values = stack_values;
   if (plan->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(plan->args.nruntime * sizeof *values)))
     return PyErr_NoMemory();
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
   fl_error err;
   PyObject *res = NULL;
-  int rc = fl_compiled_collect_checked(L, full, nfull, values, &err);
+  int rc = fl_compiled_collect_checked(L, full, nfull, values, tmaps, &err);
   if (rc != 0) {
     if (rc == -2) PyErr_Clear();
     res = stock(L, grid, rc == -2 ? "argument_raised" : "argument_refused", args, nargs, kwnames);

@@ -31,6 +31,7 @@ extern PyTypeObject *fl_compiled_launch_type;
 /* The call's runtime values, read as Triton's launcher reads them first (every argument, the scalars
  * checked against their kinds; a pointer the plan refuses is a refusal too): 0; -1 refused, nothing
  * set; -2 with a Python exception an argument's own code raised. `full` holds ncall arguments. */
-int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values, fl_error *err);
+int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values,
+                                fl_tensor_map_value *tmaps, fl_error *err);
 
 #endif

@@ -63,9 +63,10 @@ static FL_EXT_COLD PyObject *hooked(RunObject *r, LaunchObject *L, const int64_t
   fl_value stack_values[FL_EXT_STACK_VALUES], *values = stack_values;
   if (plan->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(plan->args.nruntime * sizeof *values)))
     return PyErr_NoMemory();
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
   fl_error err;
   PyObject *res = NULL;
-  int rc = fl_compiled_collect_checked(L, full, nfull, values, &err);
+  int rc = fl_compiled_collect_checked(L, full, nfull, values, tmaps, &err);
   if (rc != 0) {
     if (rc == -2) PyErr_Clear();
     res = to_stock(r, L, rc == -2 ? "argument_raised" : "argument_refused", args, nargsf, NULL);

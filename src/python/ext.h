@@ -197,6 +197,8 @@ PyObject *fl_ext_raise_reason_unavailable(fl_ext_state *st, const char *fmt, ...
 /* ---- 2. convert.c ---- */
 /* Packs larger argument lists than this through a heap array (rare: plans over 256 args). */
 #define FL_EXT_STACK_VALUES 256
+/* Tensor map arguments a plan made here may have (a call keeps their values on its stack). */
+#define FL_EXT_MAX_TMAPS 8
 
 /* How a call's positional arguments map onto a plan's runtime arguments. */
 typedef struct {
@@ -214,7 +216,16 @@ typedef struct {
   uint32_t *int_pos;
   uint32_t *int_k;
   bool words;           /* launches through fl_launch_words when every argument reads as a word */
+  uint8_t *tmap_index;  /* per runtime index: its place among the tensor maps (NULL: the plan has none) */
+  uint8_t tmap_rank[FL_EXT_MAX_TMAPS]; /* each tensor map's rank: 2 x rank values follow its map */
 } fl_ext_args;
+
+/* ---- tensor_maps.c: tensor descriptors (Triton's TensorDescriptor) for FL_KIND_TMAP ---- */
+/* tensor_maps=[(swizzle, elem_size, elem_type, block_shape, fp4_padded), ...] into metas (at most
+ * FL_EXT_MAX_TMAPS). 0, or -1 with an exception naming the entry. */
+int fl_ext_parse_tensor_maps(PyObject *obj, fl_tensor_map_meta *metas, size_t *n);
+/* a->tmap_index and tmap_rank from the plan's kinds and metas. 0, or -1 with MemoryError. */
+int fl_ext_args_tmaps(fl_ext_args *a, const fl_tensor_map_meta *metas, size_t n);
 
 /* Fills a->nptr, ptr_pos, ptr_k, nint, int_pos and int_k (one PyMem block at ptr_pos) from its
  * kinds and argmap. `words`: the plan takes fl_launch_words (a->words is set from it and from what
@@ -248,6 +259,11 @@ static inline int fl_ext_memory_takes(const fl_ext_args *spec, int where, int in
 
 /* One argument the full way (any kind, every check; the slow half of fl_ext_collect, call_args.h).
  * Returns as fl_ext_collect does. */
+/* A tensor descriptor (Triton's TensorDescriptor: base, shape, strides, padding, round_f32_to_tf32)
+ * read into *t, *out pointing at it. 0; -1 with err (tmap_expected, ...); -2 with an exception its
+ * own code raised. */
+int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out, fl_tensor_map_value *t,
+                        fl_error *err);
 int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err,
                    const fl_ext_args *spec);
 /* Where a tensor the door declines lives, as torch says (`obj.device`): 0 with *where (FL_TENSOR_*)

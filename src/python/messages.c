@@ -28,6 +28,8 @@ static const message_row rows[] = {
     {"fixed_args_null", true, "fixed argument $A is missing"},
     {"fixed_tmap_unsupported", true, "$A is a tensor map, and tensor maps cannot be fixed: pass it at each launch"},
     {"tmap_expected", true, "$A must be a tensor descriptor (its kind is tmap)"},
+    {"tmap_descriptor_invalid", true,
+     "$A is not a tensor descriptor Triton encodes: its shape and strides must be 1 to 5 ints, the last stride 1"},
     {"tmap_rank_mismatch", true, "$A is a tensor descriptor of rank $1, but the kernel was compiled for rank $2"},
     {"tmap_needs_plan", true, "$A is a tensor map: it is encoded by its plan's backend, not packed alone"},
     {"tmap_meta_invalid", true, "tensor_maps[$0] is not a tensor map's metadata: $1"},

@@ -68,7 +68,12 @@ static int parse_ignore(PyObject *obj, fl_ext_args *a) {
   PyObject *items = PySequence_Tuple(obj);
   if (!items) return -1;
   Py_ssize_t ni = PyTuple_GET_SIZE(items);
-  a->ncall = a->nruntime + (size_t)ni;
+  /* A tensor map's argument gives its map and its shape and strides (fl_ext_extract_tmap): one
+   * call position for 1 + 2 x rank runtime values. */
+  size_t spans = 0;
+  for (size_t k = 0; a->tmap_index && k < a->nruntime; k++)
+    if (a->kinds[k] == FL_KIND_TMAP) spans += 2 * (size_t)a->tmap_rank[a->tmap_index[k]];
+  a->ncall = a->nruntime - spans + (size_t)ni;
   a->argmap = PyMem_Calloc(a->ncall ? a->ncall : 1, sizeof(int32_t));
   if (!a->argmap) {
     Py_DECREF(items);
@@ -87,8 +92,11 @@ static int parse_ignore(PyObject *obj, fl_ext_args *a) {
   }
   Py_DECREF(items);
   int32_t k = 0;
-  for (size_t i = 0; i < a->ncall; i++)
-    if (a->argmap[i] == 0) a->argmap[i] = k++;
+  for (size_t i = 0; i < a->ncall; i++) {
+    if (a->argmap[i] != 0) continue;
+    a->argmap[i] = k;
+    k += a->kinds[k] == FL_KIND_TMAP && a->tmap_index ? 1 + 2 * (int32_t)a->tmap_rank[a->tmap_index[k]] : 1;
+  }
   return 0;
 }
 
@@ -210,13 +218,13 @@ static fl_PlanObject *wrap_plan(PyTypeObject *type, fl_ext_state *st, fl_plan *p
 
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"kernel", "kinds", "backend", "abi", "options", "owner", "runtime_arg_count", "fixed_args",
-                           "grid", "grid_exprs", "arg_names", "name", "ignore", NULL};
+                           "grid", "grid_exprs", "arg_names", "name", "ignore", "tensor_maps", NULL};
   PyObject *kernel, *kinds_obj, *backend_obj = NULL, *abi_obj = Py_None, *options = Py_None, *owner = Py_None;
   PyObject *runtime_obj = Py_None, *fixed_obj = Py_None, *grid_obj = Py_None, *exprs_obj = Py_None;
-  PyObject *names_obj = Py_None, *name_obj = Py_None, *ignore_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$UOOOOOOOOOO:Plan", kwlist, &kernel, &kinds_obj, &backend_obj,
+  PyObject *names_obj = Py_None, *name_obj = Py_None, *ignore_obj = Py_None, *tmaps_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$UOOOOOOOOOOO:Plan", kwlist, &kernel, &kinds_obj, &backend_obj,
                                    &abi_obj, &options, &owner, &runtime_obj, &fixed_obj, &grid_obj, &exprs_obj,
-                                   &names_obj, &name_obj, &ignore_obj))
+                                   &names_obj, &name_obj, &ignore_obj, &tmaps_obj))
     return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
@@ -224,6 +232,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   memset(&d, 0, sizeof d);
   fl_kind *kinds = NULL;
   fl_value *fixed = NULL;
+  fl_tensor_map_meta metas[FL_EXT_MAX_TMAPS];
   const char **names = NULL, **exprs = NULL;
   PyObject *names_keep = NULL, *exprs_keep = NULL;
   fl_host_lib *lib = NULL;
@@ -255,6 +264,10 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     d.owner_release = fl_host_lib_release_owner;
   }
   if (parse_grid_spec(grid_obj, exprs_obj, &d, &exprs, &exprs_keep) < 0) goto error;
+  if (tmaps_obj != Py_None) {
+    if (fl_ext_parse_tensor_maps(tmaps_obj, metas, &d.ntensor_maps) < 0) goto error;
+    d.tensor_maps = metas;
+  }
   if (names_obj != Py_None) {
     if (fl_ext_parse_strings(names_obj, "arg_names", nkinds, &names, &names_keep) < 0) goto error;
     d.arg_names = names;
@@ -269,7 +282,12 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   lib = NULL; /* the plan owns that reference now */
   self = wrap_plan(type, st, plan, owner, names_keep, kinds, &info);
   kinds = NULL; /* the object keeps the parsed array (or freed it) */
-  if (self && ignore_obj != Py_None && parse_ignore(ignore_obj, &self->args) < 0) Py_CLEAR(self);
+  if (self && d.ntensor_maps && fl_ext_args_tmaps(&self->args, metas, d.ntensor_maps) < 0) Py_CLEAR(self);
+  if (self && (ignore_obj != Py_None || d.ntensor_maps)) {
+    PyObject *ignore = ignore_obj != Py_None ? Py_NewRef(ignore_obj) : PyTuple_New(0);
+    if (!ignore || parse_ignore(ignore, &self->args) < 0) Py_CLEAR(self);
+    Py_XDECREF(ignore);
+  }
   if (self && fl_ext_args_index(&self->args, fl_plan_takes_words(plan)) < 0) Py_CLEAR(self);
 error:
   if (lib) fl_host_lib_release(lib);
@@ -292,6 +310,7 @@ static void plan_dealloc(PyObject *op) {
   PyMem_Free((void *)self->args.kinds);
   PyMem_Free(self->args.argmap);
   PyMem_Free(self->args.ptr_pos);
+  PyMem_Free(self->args.tmap_index);
   if (self->plan) fl_plan_release(self->plan);
   tp->tp_free(self);
   Py_DECREF(tp);
@@ -414,7 +433,8 @@ static PyObject *plan_resolve_grid(PyObject *op, PyObject *argtuple) {
   fl_error err;
   PyObject *result = NULL;
   uint32_t g[3];
-  int r = fl_ext_collect(self->state, &self->args, args, (size_t)nargs, values, &err);
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
+  int r = fl_ext_collect(self->state, &self->args, args, (size_t)nargs, values, tmaps, &err);
   if (r == 0 && fl_plan_resolve_grid(self->plan, values, self->args.nruntime, NULL, g, &err) != FL_OK) r = -1;
   if (r == 0) result = Py_BuildValue("(III)", g[0], g[1], g[2]);
   else if (r == -1) fl_ext_raise_named(self->state, &err, self->arg_names);

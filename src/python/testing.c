@@ -41,7 +41,8 @@ static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, siz
   uint64_t words[FL_EXT_STACK_VALUES];
   const fl_tensor_door *door = self->state->door;
   if (self->spec.words && door && fl_ext_collect_words(door, &self->spec, args, words)) Py_RETURN_NONE;
-  int r = fl_ext_collect(self->state, &self->spec, args, nargs, values, &err);
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
+  int r = fl_ext_collect(self->state, &self->spec, args, nargs, values, tmaps, &err);
   if (r == -2) return NULL;
   if (r < 0) return fl_ext_raise(self->state, &err);
   (void)stream;
@@ -317,8 +318,9 @@ static PyObject *ext_bench_launch_loop(PyObject *module, PyObject *args) {
     PyErr_NoMemory();
     goto done;
   }
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
   int r = fl_ext_collect(st, &self->args, &PyTuple_GET_ITEM(call_args, 0), (size_t)PyTuple_GET_SIZE(call_args), values,
-                         &err);
+                         tmaps, &err);
   if (r == -1) fl_ext_raise(st, &err);
   if (r < 0) goto done;
   uint32_t g[3];
@@ -366,8 +368,9 @@ static PyObject *ext_bench_c_launch_loop(PyObject *module, PyObject *args) {
   fl_value *values = PyMem_Calloc(nv ? nv : 1, sizeof *values);
   if (!values) return PyErr_NoMemory();
   PyObject *result = NULL;
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
   int r = fl_ext_collect(st, &self->args, &PyTuple_GET_ITEM(call_args, 0), (size_t)PyTuple_GET_SIZE(call_args), values,
-                         &err);
+                         tmaps, &err);
   if (r == -1) fl_ext_raise(st, &err);
   if (r < 0) goto done;
   struct timespec t0, t1;

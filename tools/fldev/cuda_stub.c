@@ -44,6 +44,10 @@ typedef struct stub_state {
    * documentation says it refuses (CUDA_ERROR_INVALID_VALUE, 1). */
   uint64_t tmap_calls;
   int driver_version, tmap_fail;
+  /* A parameter array's parameters at their own sizes (what the kernel declares; a tensor map's 128
+   * bytes): param_sizes[i] bytes of parameter i, back to back in param_blob, while param_sizes[i]. */
+  unsigned short param_sizes[64];
+  unsigned char param_blob[4096];
 } stub_state;
 
 __attribute__((visibility("default"))) stub_state stub;
@@ -196,6 +200,11 @@ static void record(void *f, const unsigned g[3], const unsigned b[3], unsigned s
     memcpy(stub.buffer, extra[1], stub.buffer_size < sizeof stub.buffer ? stub.buffer_size : sizeof stub.buffer);
   }
   for (int i = 0; params && i < stub.nparams && i < 256; i++) copy_param(stub.params[i], params[i]);
+  size_t at = 0;
+  for (int i = 0; params && i < 64 && stub.param_sizes[i] && at + stub.param_sizes[i] <= sizeof stub.param_blob; i++) {
+    memcpy(stub.param_blob + at, params[i], stub.param_sizes[i]);
+    at += stub.param_sizes[i];
+  }
 }
 
 API cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,

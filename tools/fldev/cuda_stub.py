@@ -37,7 +37,8 @@ class StubState(ctypes.Structure):
                 ("buffer_size", ctypes.c_size_t), ("buffer", ctypes.c_ubyte * 4096), ("used_params", ctypes.c_int),
                 ("params", (ctypes.c_ubyte * 8) * 256),
                 ("log_on", ctypes.c_int), ("nlog", ctypes.c_uint), ("log", LogEntry * 256),
-                ("tmap_calls", ctypes.c_uint64), ("driver_version", ctypes.c_int), ("tmap_fail", ctypes.c_int)]
+                ("tmap_calls", ctypes.c_uint64), ("driver_version", ctypes.c_int), ("tmap_fail", ctypes.c_int),
+                ("param_sizes", ctypes.c_ushort * 64), ("param_blob", ctypes.c_ubyte * 4096)]
 
 
 class Stub:
@@ -46,9 +47,18 @@ class Stub:
         self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         self.state = StubState.in_dll(self.lib, "stub")
 
-    def record(self, nparams=0):
+    def record(self, nparams=0, sizes=()):
+        """Records each launch; a parameter array's first nparams parameters 8 bytes each, and with
+        sizes, each parameter at its size (param_blob)."""
         self.state.record = 1
         self.state.nparams = nparams
+        for i in range(64):
+            self.state.param_sizes[i] = sizes[i] if i < len(sizes) else 0
+
+    def param_bytes(self):
+        """The last launch's parameters at the sizes record() was given, back to back."""
+        n = sum(self.state.param_sizes[i] for i in range(64))
+        return bytes(self.state.param_blob[:n])
 
     def log(self, nparams=8):
         """Logs every launch from now on (record() is set too: the log is kept where launches are

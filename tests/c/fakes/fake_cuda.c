@@ -62,6 +62,7 @@ int cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *address, co
   fake_launch *s = &fake_cuda_state;
   s->tmap_calls++;
   if (s->tmap_fail) return s->tmap_fail;
+  if ((uintptr_t)map & 63) return 1; /* the driver's: a map only at a 64-aligned address */
   s->tmap_type = type, s->tmap_rank = rank, s->tmap_address = (unsigned long long)(uintptr_t)address;
   s->tmap_interleave = interleave, s->tmap_swizzle = swizzle, s->tmap_l2 = l2, s->tmap_fill = fill;
   unsigned long long h = mix(mix(mix(0, (unsigned)type), rank), s->tmap_address);

@@ -1,0 +1,214 @@
+"""Host-side tensor descriptors (Triton's TensorDescriptor, TMA) through fastlaunch against Triton's
+own launcher, on the stand-in driver (cuda_stub.c: its cuTensorMapEncodeTiled writes a map mixed
+from every argument it reads, and refuses what the driver refuses).
+
+Kernels of rank 1 to 5 over fp8, bf16, fp16 and fp32, compiled for sm_90 and sm_100, each loading a
+block through one descriptor and storing it through another. Random calls of the kept compiled
+kernels (`compiled[grid](a_desc, b_desc, n)`): shapes, strides (padded rows), base offsets (16 to
+256-byte aligned), padding "zero" and "nan", TF32 rounding for fp32, the same descriptor values met
+again, then changed; under a driver answering 13.0 and 13.2 (either side of Triton's fix-up). Each
+call runs through Triton alone, then through fastlaunch; both must hand the driver the same
+function, grid and parameter bytes (the 128-byte maps included) or raise the same error with
+nothing launched: a descriptor mutated after construction (a stride no longer 16-byte aligned) and
+an encode the stand-in is told to fail. Prints one JSON line.
+
+    PYTHONPATH=tools python -m fldev.tma_fidelity [CALLS] [SEED]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+from fastlaunch import _C
+
+_C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
+
+DTYPES = [("fp8e4nv", "float8_e4m3fn", 1), ("bf16", "bfloat16", 2), ("fp16", "float16", 2), ("fp32", "float32", 4)]
+
+
+def _kernels(triton, tl):
+    @triton.jit
+    def k1(a_desc, b_desc, n):
+        b_desc.store([0], a_desc.load([0]))
+
+    @triton.jit
+    def k2(a_desc, b_desc, n):
+        b_desc.store([0, 0], a_desc.load([0, 0]))
+
+    @triton.jit
+    def k3(a_desc, b_desc, n):
+        b_desc.store([0, 0, 0], a_desc.load([0, 0, 0]))
+
+    @triton.jit
+    def k4(a_desc, b_desc, n):
+        b_desc.store([0, 0, 0, 0], a_desc.load([0, 0, 0, 0]))
+
+    @triton.jit
+    def k5(a_desc, b_desc, n):
+        b_desc.store([0, 0, 0, 0, 0], a_desc.load([0, 0, 0, 0, 0]))
+
+    return {1: k1, 2: k2, 3: k3, 4: k4, 5: k5}
+
+
+def _block(rank, itemsize, rng):
+    """A block TMA takes: each dimension a power of 2 up to 256, the innermost at least 16 bytes."""
+    inner = rng.choice([b for b in (8, 16, 32, 64, 128, 256) if b * itemsize >= 16 and b * itemsize <= 256])
+    outer = [rng.choice([1, 2, 4, 8] if rank > 2 else [2, 8, 16, 64]) for _ in range(rank - 1)]
+    return outer + [inner]
+
+
+def compile_all(rng):
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fns = _kernels(triton, tl)
+    out = []
+    for arch in (90, 100):
+        for rank in range(1, 6):
+            for tname, torch_name, itemsize in DTYPES:
+                block = _block(rank, itemsize, rng)
+                ty = f"tensordesc<{tname}{block}>"
+                src = ASTSource(fn=fns[rank], signature={"a_desc": ty, "b_desc": ty, "n": "i32"}, constexprs={})
+                ck = triton.compile(src, target=GPUTarget("cuda", arch, 32))
+                ck._init_handles()
+                out.append({"ck": ck, "arch": arch, "rank": rank, "dtype": torch_name, "itemsize": itemsize,
+                            "block": block})
+    return out
+
+
+def _spec(k, rng, pool_elems):
+    """One descriptor's values: shape, padded strides, base offset in elements, padding, rounding."""
+    rank, itemsize, block = k["rank"], k["itemsize"], k["block"]
+    shape = [rng.randint(1, 3 * b) for b in block]
+    while True:  # within the pool: the outer sizes halved until the view fits
+        total = itemsize
+        for s in shape:
+            total *= s + 4
+        if total * 2 < pool_elems * itemsize or all(s == 1 for s in shape[:-1]):
+            break
+        d = max(range(rank - 1), key=lambda i: shape[i]) if rank > 1 else 0
+        shape[d] = max(1, shape[d] // 2)
+    align = 16 // itemsize  # elements per 16 bytes
+    row = shape[-1] + rng.choice([0, 0, 1, 3]) * align
+    row = -(-row // align) * align
+    strides = [1]
+    extent = row
+    for d in range(rank - 2, -1, -1):
+        strides.insert(0, extent)
+        extent *= shape[d] + rng.choice([0, 0, 1])
+    offset = rng.choice([0, 1, 2, 4, 8, 16]) * align
+    if offset + extent > pool_elems:
+        offset = 0
+    assert extent <= pool_elems, (shape, strides)
+    padding = rng.choice(["zero", "nan"])
+    tf32 = k["dtype"] == "float32" and rng.random() < 0.5
+    return {"shape": shape, "strides": strides, "offset": offset, "padding": padding, "tf32": tf32}
+
+
+def main(argv):
+    calls = int(argv[0]) if argv else 10_000
+    seed = int(argv[1]) if len(argv) > 1 else 20261207
+    rng = random.Random(seed)
+    from fldev import cuda_stub
+
+    stub = cuda_stub.load()
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    import fastlaunch.triton as flt
+    from fastlaunch import triton_compiled as tc
+
+    kernels = compile_all(rng)
+    pools = {k["dtype"]: torch.zeros(1 << 20, dtype=getattr(torch, k["dtype"])) for k in kernels}
+    # Where the descriptors of failing encodes live, each at an address no other call uses.
+    fail_pools = {k["dtype"]: torch.zeros((calls + 2) * 16 * 16 + (1 << 20), dtype=getattr(torch, k["dtype"]))
+                  for k in kernels}
+
+    def desc(k, s):
+        base = (fail_pools if s.get("pool") == "fail" else pools)[k["dtype"]][s["offset"]:]
+        view = torch.as_strided(base, s["shape"], s["strides"])
+        return TensorDescriptor(view, list(s["shape"]), list(s["strides"]), list(k["block"]), padding=s["padding"],
+                                round_f32_to_tf32=s["tf32"])
+
+    # The calls: per kernel a run of specs, each met again a few times (the memo's hits), then
+    # changed; a few of them mutated after construction or failing in the driver.
+    plan = []
+    while len(plan) < calls:
+        k = rng.choice(kernels)
+        spec_a, spec_b = _spec(k, rng, 1 << 20), _spec(k, rng, 1 << 20)
+        for _ in range(rng.randint(1, 6)):
+            grid = (rng.choice([1, 2, 7]), 1, 1)
+            how = rng.choices(["plain", "mutated", "encode_fails"], [0.96, 0.02, 0.02])[0]
+            if how == "encode_fails":  # values never met: a driver fails on new arguments, not on a map it made
+                fresh = dict(spec_a, pool="fail", offset=16 * (len(plan) + 1) * (16 // k["itemsize"]))
+                plan.append((k, fresh, spec_b, grid, rng.randint(0, 2**31 - 1), how))
+                continue
+            plan.append((k, spec_a, spec_b, grid, rng.randint(0, 2**31 - 1), how))
+    plan = plan[:calls]
+
+    def run_one(item):
+        k, sa, sb, grid, n, how = item
+        da, db = desc(k, sa), desc(k, sb)
+        if how == "mutated":
+            da.strides = [s + (1 if d + 1 < len(da.strides) else 0) for d, s in enumerate(da.strides)]
+        sizes = [128] + [4] * k["rank"] + [8] * k["rank"]
+        stub.record(0, sizes * 2 + [4, 8, 8])
+        stub.state.tmap_fail = 1 if how == "encode_fails" else 0
+        before = stub.state.calls
+        exc = None
+        try:
+            k["ck"][grid](da, db, n)
+        except Exception as e:  # noqa: BLE001  (compared by type and message)
+            exc = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        stub.state.tmap_fail = 0
+        launched = stub.state.calls - before
+        st = stub.state
+        return (launched, exc, stub.param_bytes() if launched else b"", tuple(st.grid) if launched else None,
+                st.function if launched else None)
+
+    result = {"calls": 0, "differ": 0, "first_differ": [], "served": 0, "raised": 0, "versions": []}
+    for version in (13000, 13020):
+        stub.state.driver_version = version
+        flt.disable()
+        enc0 = stub.state.tmap_calls
+        triton_side = [run_one(item) for item in plan]
+        enc_triton = stub.state.tmap_calls - enc0
+        flt.enable()
+        fast0 = sum(tc.launch_of(k["ck"]).counts()["fast"] for k in kernels if tc.launch_of(k["ck"]))
+        enc0 = stub.state.tmap_calls
+        fast_side = [run_one(item) for item in plan]
+        enc_fast = stub.state.tmap_calls - enc0
+        served = sum(tc.launch_of(k["ck"]).counts()["fast"] for k in kernels if tc.launch_of(k["ck"])) - fast0
+        reasons = {}
+        for k in kernels:
+            launch = tc.launch_of(k["ck"])
+            if launch is not None:
+                if launch.reason:
+                    reasons[launch.reason] = reasons.get(launch.reason, 0) + 1
+                for r, c in launch.counts()["stock_reasons"].items():
+                    reasons[r] = reasons.get(r, 0) + c
+        flt.disable()  # the next version's plans start with empty memos
+        for item, a, b in zip(plan, triton_side, fast_side):
+            result["calls"] += 1
+            result["raised"] += a[1] is not None
+            if a != b:
+                result["differ"] += 1
+                if len(result["first_differ"]) < 5:
+                    k = item[0]
+                    result["first_differ"].append({"version": version, "arch": k["arch"], "rank": k["rank"],
+                                                   "dtype": k["dtype"], "how": item[5], "triton": repr(a)[:300],
+                                                   "fastlaunch": repr(b)[:300]})
+        result["served"] += served
+        result["versions"].append({"driver": version, "encodes_triton": enc_triton, "encodes_fastlaunch": enc_fast,
+                                   "served": served, "stock_reasons": reasons})
+    result["kernels"] = len(kernels)
+    print(json.dumps(result))
+    return 0 if result["differ"] == 0 and result["calls"] >= calls else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
