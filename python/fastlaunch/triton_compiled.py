@@ -74,17 +74,18 @@ def _attach(kernel):
     if _state["getitem"] is None:
         return None
     kernel._init_handles()  # first, as Triton's __getitem__ does: its errors are Triton's
-    dispatcher, plan, reason = None, None, None
+    dispatcher, plan, reason, scratch = None, None, None, None
     parse_first = _parses_first(kernel)
     try:
-        dispatcher, plan = _plan(kernel, parse_first)
+        dispatcher, plan, scratch = _plan(kernel, parse_first)
     except FastLaunchPlanUnavailable as exc:
         reason = exc.reason
     except Exception as exc:  # a kernel this does not recognise: Triton's runner keeps it
         reason = f"unrecognised:{type(exc).__name__}"
     if reason:
         log.debug("fastlaunch: compiled %s not served: %s", getattr(kernel, "name", kernel), reason)
-    launch = _C.CompiledLaunch(kernel, dispatcher, plan, reason, _state["getitem"][2], parse_first=parse_first)
+    launch = _C.CompiledLaunch(kernel, dispatcher, plan, reason, _state["getitem"][2], parse_first=parse_first,
+                               scratch=scratch)
     try:
         kernel.__dict__["_fastlaunch_launch"] = launch
         _attached.add(kernel)
@@ -173,4 +174,19 @@ def _plan(kernel, parse_first=False):
         raise FastLaunchPlanUnavailable("compiled_tuple_parameters")
     backend = _state["backend"] or ("hip" if is_hip(kernel.metadata) else "cuda")
     ignore = [i for i in range(nparams) if i not in set(used)]
-    return dispatcher, plan_from_compiled(kernel, backend=backend, name=fn.__name__, ignore=ignore)
+    scratch = None
+    if abi.global_scratch_size > 0:
+        from triton.runtime import _allocation
+
+        if abi.profile_scratch_size > 0 or not hasattr(_allocation, "_allocator"):
+            raise FastLaunchPlanUnavailable(f"global_scratch_required:{abi.global_scratch_size}")
+        align = int(getattr(kernel.metadata, "global_scratch_align", 1) or 1)
+        scratch = (_allocation._allocator, abi.global_scratch_size, align, _ctas(kernel.metadata), abi.hidden_ptrs)
+    plan = plan_from_compiled(kernel, backend=backend, name=fn.__name__, ignore=ignore, scratch_args=scratch is not None,
+                              descriptors=True)
+    return dispatcher, plan, scratch
+
+
+def _ctas(metadata):
+    """num_ctas as Triton's launcher multiplies the scratch size by it (its metadata's num_ctas)."""
+    return int(getattr(metadata, "num_ctas", 1) or 1)

@@ -562,8 +562,6 @@ class _Policy:
         params = [p.name for p in self.fn.params]
         if not all(isinstance(p, int) and 0 <= p < len(params) for p, _ in abi.positions):
             raise FastLaunchPlanUnavailable("signature_positions_unrecognised")
-        if abi.tensor_maps:  # kernel[grid] reads descriptors in its key pass: not yet (compiled[grid] does)
-            raise FastLaunchPlanUnavailable("tensor_descriptor_in_jit")
         backend = self.backend or ("hip" if is_hip(kernel.metadata) else "cuda")
         plan = plan_from_compiled(kernel, backend=backend, name=self.fn.__name__)
         positions = tuple((p, -1 if m is None else m) for p, m in abi.positions)

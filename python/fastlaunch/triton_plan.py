@@ -263,7 +263,8 @@ def function_handle(compiled, *, load: bool = True) -> int:
 
 
 def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=None, grid_exprs=None,
-                       arg_names=None, backend=None, function=None, name=None, ignore=None) -> Plan:
+                       arg_names=None, backend=None, function=None, name=None, ignore=None,
+                       scratch_args=False, descriptors=False) -> Plan:
     """A Plan launching `compiled` (a Triton CompiledKernel) with the packed buffer.
 
     The plan's arguments are the kernel's ABI arguments in order; the last len(fixed_args) of them
@@ -273,26 +274,35 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
     call's arguments the plan skips (the constexprs, when a call passes every parameter).
     """
     abi = abi_of(compiled)
+    if abi.tensor_maps and not descriptors:  # a caller that passes each descriptor as one argument
+        raise FastLaunchPlanUnavailable("tensor_descriptor_unsupported_here")
+    hip = is_hip(compiled.metadata)
+    kinds, hidden = list(abi.kinds), abi.hidden_ptrs
     if abi.global_scratch_size > 0:
-        # Would need an allocation per launch from the framework's allocator: refused, stably.
-        raise FastLaunchPlanUnavailable(f"global_scratch_required:{abi.global_scratch_size}")
+        # An allocation per launch from Triton's allocator: only a caller that makes it (scratch_args:
+        # the launcher's trailing pointers become the plan's last runtime arguments, the caller
+        # passing the buffer), on cuda (hip's launcher sizes it without num_ctas).
+        if not scratch_args or hip or hidden < 1 or fixed_args:
+            raise FastLaunchPlanUnavailable(f"global_scratch_required:{abi.global_scratch_size}")
+        kinds, hidden = kinds + ["ptr"] * hidden, 0
     if abi.profile_scratch_size > 0:
         raise FastLaunchPlanUnavailable(f"profile_scratch_required:{abi.profile_scratch_size}")
-    hip = is_hip(compiled.metadata)
     backend = backend or ("hip" if hip else "cuda")
     if backend in ("cuda", "hip") and hip != (backend == "hip"):
         raise FastLaunchPlanUnavailable(f"compiled_for_another_target:{'hip' if hip else 'cuda'}:{backend}")
     if function is None:
         function = function_handle(compiled) if backend in ("cuda", "hip") else None
     nfixed = len(fixed_args)
-    if runtime_arg_count is not None and runtime_arg_count + nfixed != len(abi.kinds):
-        raise FastLaunchPlanUnavailable(f"canonical_args_size_mismatch:{runtime_arg_count + nfixed}:{len(abi.kinds)}")
+    if runtime_arg_count is not None and runtime_arg_count + nfixed != len(kinds):
+        raise FastLaunchPlanUnavailable(f"canonical_args_size_mismatch:{runtime_arg_count + nfixed}:{len(kinds)}")
     if hip:
         options = hip_launch_options_of(compiled.metadata)
     else:
-        options = {"hidden_ptrs": abi.hidden_ptrs, "num_warps": abi.num_warps, "num_ctas": abi.num_ctas,
+        options = {"hidden_ptrs": hidden, "num_warps": abi.num_warps, "num_ctas": abi.num_ctas,
                    "shared_mem": abi.shared, "cooperative": abi.cooperative, "pdl": abi.pdl}
-    return Plan(function, abi.kinds, backend=backend, abi="hip" if hip else "cuda", options=options, owner=compiled,
+    if arg_names is None and len(kinds) > len(abi.names):
+        arg_names = abi.names + ["global_scratch", "profile_scratch"][:len(kinds) - len(abi.names)]
+    return Plan(function, kinds, backend=backend, abi="hip" if hip else "cuda", options=options, owner=compiled,
                 fixed_args=list(fixed_args), grid=grid, grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
                 name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None), ignore=ignore,
                 tensor_maps=abi.tensor_maps or None)

@@ -11,7 +11,7 @@
  * Whatever the plan cannot take goes to Triton's own runner before anything is submitted: more
  * arguments than parameters, a keyword, a grid that is not three ints in [0, 2^31), a value the plan
  * refuses. Depends on the JIT layer; nothing depends on it. */
-#include "compiled.h"
+#include "compiled_base.h"
 
 
 typedef struct {
@@ -59,22 +59,6 @@ static inline int grid_of(PyObject *grid, int64_t g[3]) {
     g[i] = (int64_t)w;
   }
   return 0;
-}
-
-int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values,
-                                fl_tensor_map_value *tmaps, fl_error *err) {
-  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
-  int rc = fl_ext_collect(L->state, &plan->args, full, nfull, values, tmaps, err);
-  /* The scalars checked against their kinds now, as a launcher's format checks them before its
-   * hook (it reads the pointers after; a pointer refused is already a refusal here). */
-  fl_abi abi = fl_plan_abi(plan->plan);
-  for (size_t k = 0; rc == 0 && k < plan->args.nruntime; k++) {
-    uint64_t slot[4];
-    if (plan->args.kinds[k] != FL_KIND_PTR && plan->args.kinds[k] != FL_KIND_TMAP &&
-        fl_pack_value(abi, plan->args.kinds[k], &values[k], slot, k, err) != FL_OK)
-      rc = -1;
-  }
-  return rc;
 }
 
 /* hooked_call where Triton's launcher parses every argument before the enter hook (Triton 3.5, 3.6):
@@ -166,7 +150,7 @@ static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size
     have_stream = v != Py_None;
   }
   fl_PlanObject *plan = (fl_PlanObject *)L->plan;
-  size_t ncall = plan->args.ncall;
+  size_t ncall = plan->args.ncall - L->nhidden; /* the launcher's trailing pointers are not the caller's */
   if (nargs > ncall) return stock(L, call->grid, "arg_count", args, nargsf, kwnames);
   if (grid_of(call->grid, g)) return stock(L, call->grid, "grid_form", args, nargsf, kwnames);
   const char *why;
@@ -184,6 +168,13 @@ static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size
     args = full;
     nargs = ncall;
   }
+  if (FL_EXT_UNLIKELY(L->scratch_var)) {
+    if (hooked) return stock(L, call->grid, "launch_hooks_with_scratch", given, nargsf, kwnames);
+    int r = fl_compiled_scratch_launch(L, g, stream, have_stream ? given[ngiven] : NULL, args, nargs);
+    if (r == 0) Py_RETURN_NONE;
+    if (r < 0) return NULL;
+    return stock(L, call->grid, r == 1 ? "argument_refused" : "launch_refused", given, nargsf, kwnames);
+  }
   if (FL_EXT_UNLIKELY(hooked))
     return hooked_call(L, call->grid, g, stream, have_stream ? given[ngiven] : NULL, given, ngiven, kwnames, args,
                        nargs);
@@ -196,7 +187,7 @@ static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size
   if (rc == -1 && err.backend_submitted) return fl_ext_raise_named(st, &err, plan->arg_names);
   /* Refused before the boundary: Triton's launcher reads the arguments itself and decides. */
   if (rc == -2) PyErr_Clear();
-  return stock(L, call->grid, rc == -2 ? "argument_raised" : "argument_refused", args, nargsf, kwnames);
+  return stock(L, call->grid, rc == -2 ? "argument_raised" : "argument_refused", given, nargsf, kwnames);
 }
 
 static PyObject *new_call(LaunchObject *L, PyObject *grid) {
@@ -343,11 +334,11 @@ static PyType_Spec subscript_spec = {
 
 /* ---- CompiledLaunch ---- */
 static PyObject *launch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"kernel", "dispatcher", "plan", "reason", "stock_getitem", "parse_first", NULL};
-  PyObject *kernel, *dispatcher, *plan, *reason, *stock_getitem;
+  static char *kwlist[] = {"kernel", "dispatcher", "plan", "reason", "stock_getitem", "parse_first", "scratch", NULL};
+  PyObject *kernel, *dispatcher, *plan, *reason, *stock_getitem, *scratch = Py_None;
   int parse_first = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|$p:CompiledLaunch", kwlist, &kernel, &dispatcher, &plan, &reason,
-                                   &stock_getitem, &parse_first))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO|$pO:CompiledLaunch", kwlist, &kernel, &dispatcher, &plan, &reason,
+                                   &stock_getitem, &parse_first, &scratch))
     return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
@@ -368,8 +359,21 @@ static PyObject *launch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
   if (self && self->plan) {
     const fl_ext_args *a = &((fl_PlanObject *)self->plan)->args;
     self->parse_first = parse_first;
-    self->min_args = a->ncall;
+    /* scratch=(allocator ContextVar, bytes per CTA, alignment, num_ctas, trailing pointers) */
+    PyObject *var = NULL;
+    if (scratch != Py_None &&
+        (!PyArg_ParseTuple(scratch, "OKKIn:CompiledLaunch scratch", &var, &self->scratch_size, &self->scratch_align,
+                           &self->scratch_ctas, &self->nhidden) ||
+         !PyContextVar_CheckExact(var) || self->nhidden < 1 || self->nhidden > a->ncall)) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "CompiledLaunch: scratch=(ContextVar, size, align, num_ctas, nhidden)");
+      Py_DECREF(self);
+      return NULL;
+    }
+    self->scratch_var = Py_XNewRef(var);
+    self->min_args = a->ncall - self->nhidden;
     while (!parse_first && self->min_args > 0 && a->argmap && a->argmap[self->min_args - 1] < 0) self->min_args--;
+    if (parse_first && self->scratch_var) self->min_args = a->ncall - self->nhidden;
   }
   return (PyObject *)self;
 }
@@ -384,6 +388,7 @@ static int launch_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(self->stock_getitem);
   Py_VISIT(self->spare);
   Py_VISIT(self->stock_counts);
+  Py_VISIT(self->scratch_var);
   return 0;
 }
 
@@ -396,6 +401,7 @@ static int launch_clear(PyObject *op) {
   Py_CLEAR(self->stock_getitem);
   Py_CLEAR(self->spare);
   Py_CLEAR(self->stock_counts);
+  Py_CLEAR(self->scratch_var);
   return 0;
 }
 

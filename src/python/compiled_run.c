@@ -11,7 +11,7 @@
  * Triton's launcher calls them. Anything else, and every call made from inside Triton's own run or
  * runner (fl_ext_triton_depth), goes to Triton's launcher before anything is submitted. Depends on
  * compiled.c. */
-#include "compiled.h"
+#include "compiled_base.h"
 
 typedef struct {
   PyObject_HEAD
@@ -94,6 +94,7 @@ static FL_EXT_ALWAYS_INLINE PyObject *served(RunObject *r, LaunchObject *L, PyOb
   size_t nargs = PyVectorcall_NARGS(nargsf);
   if (kwnames || nargs < RUN_LEADING) return to_stock(r, L, "run_form", args, nargsf, kwnames);
   fl_PlanObject *plan = (fl_PlanObject *)L->plan;
+  if (L->scratch_var) return to_stock(r, L, "scratch", args, nargsf, kwnames); /* its launcher allocates */
   size_t nk = nargs - RUN_LEADING, ncall = plan->args.ncall;
   PyObject *const *kargs = args + RUN_LEADING;
   int64_t g[3];

@@ -216,6 +216,23 @@ static fl_PlanObject *wrap_plan(PyTypeObject *type, fl_ext_state *st, fl_plan *p
   return self;
 }
 
+static int parse_tmaps(PyObject *obj, fl_tensor_map_meta *metas, fl_plan_desc *d) {
+  if (fl_ext_parse_tensor_maps(obj, metas, &d->ntensor_maps) < 0) return -1;
+  d->tensor_maps = metas;
+  return 0;
+}
+
+/* The call's positions onto the plan's runtime values: the ignored ones skipped, a tensor map's one
+ * position giving its map, shape and strides. 0, or -1 with an exception. */
+static int map_positions(fl_PlanObject *self, PyObject *ignore_obj, const fl_tensor_map_meta *metas, size_t nmaps) {
+  if (nmaps && fl_ext_args_tmaps(&self->args, metas, nmaps) < 0) return -1;
+  if (ignore_obj == Py_None && !nmaps) return 0;
+  PyObject *ignore = ignore_obj != Py_None ? Py_NewRef(ignore_obj) : PyTuple_New(0);
+  int rc = ignore ? parse_ignore(ignore, &self->args) : -1;
+  Py_XDECREF(ignore);
+  return rc;
+}
+
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"kernel", "kinds", "backend", "abi", "options", "owner", "runtime_arg_count", "fixed_args",
                            "grid", "grid_exprs", "arg_names", "name", "ignore", "tensor_maps", NULL};
@@ -264,10 +281,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     d.owner_release = fl_host_lib_release_owner;
   }
   if (parse_grid_spec(grid_obj, exprs_obj, &d, &exprs, &exprs_keep) < 0) goto error;
-  if (tmaps_obj != Py_None) {
-    if (fl_ext_parse_tensor_maps(tmaps_obj, metas, &d.ntensor_maps) < 0) goto error;
-    d.tensor_maps = metas;
-  }
+  if (tmaps_obj != Py_None && parse_tmaps(tmaps_obj, metas, &d) < 0) goto error;
   if (names_obj != Py_None) {
     if (fl_ext_parse_strings(names_obj, "arg_names", nkinds, &names, &names_keep) < 0) goto error;
     d.arg_names = names;
@@ -282,12 +296,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   lib = NULL; /* the plan owns that reference now */
   self = wrap_plan(type, st, plan, owner, names_keep, kinds, &info);
   kinds = NULL; /* the object keeps the parsed array (or freed it) */
-  if (self && d.ntensor_maps && fl_ext_args_tmaps(&self->args, metas, d.ntensor_maps) < 0) Py_CLEAR(self);
-  if (self && (ignore_obj != Py_None || d.ntensor_maps)) {
-    PyObject *ignore = ignore_obj != Py_None ? Py_NewRef(ignore_obj) : PyTuple_New(0);
-    if (!ignore || parse_ignore(ignore, &self->args) < 0) Py_CLEAR(self);
-    Py_XDECREF(ignore);
-  }
+  if (self && map_positions(self, ignore_obj, metas, d.ntensor_maps) < 0) Py_CLEAR(self);
   if (self && fl_ext_args_index(&self->args, fl_plan_takes_words(plan)) < 0) Py_CLEAR(self);
 error:
   if (lib) fl_host_lib_release(lib);

@@ -20,7 +20,8 @@
   X(settings_are_checked)              \
   X(fake_driver_buffer)                \
   X(fake_driver_param_array)           \
-  X(fake_driver_tensor_maps)
+  X(fake_driver_tensor_maps)           \
+  X(tensor_map_layout)
 #define FL_TEST_MAIN
 #include "fl_test.h"
 
@@ -314,6 +315,39 @@ static void launches_through_fake(bool param_array) {
 
 static void fake_driver_buffer(void) { launches_through_fake(false); }
 static void fake_driver_param_array(void) { launches_through_fake(true); }
+
+/* A tensor map in the cuda ABI: 128 bytes at a 64-aligned offset, as ptxas declares Triton's
+ * nvTmaDesc parameter (`.param .align 64 .b8 p[128]`), here against the C struct a compiler lays out
+ * for the same members (a 2-D descriptor's map, shape as i32, strides as i64, twice, then an i32 and
+ * the two scratch pointers). Every other ABI refuses it by name. */
+static void tensor_map_layout(void) {
+  typedef struct { _Alignas(64) unsigned char b[128]; } map;
+  struct s { map a; int32_t s0, s1; int64_t t0, t1; map b; int32_t u0, u1; int64_t v0, v1; int32_t m; void *g, *p; };
+  const fl_kind k[] = {FL_KIND_TMAP, FL_KIND_I32, FL_KIND_I32, FL_KIND_I64, FL_KIND_I64,
+                       FL_KIND_TMAP, FL_KIND_I32, FL_KIND_I32, FL_KIND_I64, FL_KIND_I64, FL_KIND_I32};
+  const size_t want[] = {offsetof(struct s, a), offsetof(struct s, s0), offsetof(struct s, s1), offsetof(struct s, t0),
+                         offsetof(struct s, t1), offsetof(struct s, b), offsetof(struct s, u0), offsetof(struct s, u1),
+                         offsetof(struct s, v0), offsetof(struct s, v1), offsetof(struct s, m)};
+  fl_target t = {.abi = FL_ABI_CUDA, .cuda.hidden_ptrs = 2};
+  fl_layout l;
+  size_t off[11];
+  fl_error err;
+  ASSERT_OK(fl_layout_compute(&t, k, 11, &l, off, &err), &err);
+  for (size_t i = 0; i < 11; i++) ASSERT_EQ_U(off[i], want[i]);
+  ASSERT_EQ_U(off[5], 192);
+  ASSERT_EQ((size_t)l.hidden_first, offsetof(struct s, g));
+  ASSERT_EQ_U(l.size, sizeof(struct s));
+  ASSERT_EQ_U(l.align, 64);
+  const char *names[] = {"host", "cuda", "npu", "hip"};
+  for (int abi = 0; abi < FL_ABI_COUNT; abi++) {
+    if (abi == FL_ABI_CUDA) continue;
+    fl_target o = {.abi = abi};
+    char want_reason[64];
+    snprintf(want_reason, sizeof want_reason, "kind_not_in_abi:1:tmap:%s", names[abi]);
+    const fl_kind one[] = {FL_KIND_PTR, FL_KIND_TMAP};
+    ASSERT_FAILS(fl_layout_compute(&o, one, 2, &l, off, &err), &err, FL_BAD_KIND, want_reason);
+  }
+}
 
 /* Tensor maps (FL_KIND_TMAP) through the fake driver: the arguments Triton's launcher gives
  * cuTensorMapEncodeTiled, the map by value in a parameter array, the memo, the fix-up for drivers up

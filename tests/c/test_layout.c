@@ -15,7 +15,6 @@
   X(empty_and_max_signatures)                                                                      \
   X(refusals)                                                                                      \
   X(refusal_leaves_outputs_alone)                                                                  \
-  X(tensor_map_layout)                                                                             \
   X(conformance_against_compiler)
 #define FL_TEST_MAIN
 #include "fl_test.h"
@@ -114,9 +113,6 @@ static void doc_trailing_slots(void) {
   X(FL_KIND_FP32, float, float)                                                                    \
   X(FL_KIND_FP64, double, double)
 
-/* The kinds with a slot in every ABI (all but the tensor map, cuda's alone: tensor_map_layout). */
-#define LAYOUT_KINDS FL_KIND_TMAP
-
 /* Triton's spelling of each kind: the npu alignment rule is stated on these strings. */
 static const char *const triton_type[FL_KIND_COUNT] = {
     "*fp32", "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64",
@@ -159,42 +155,6 @@ static void kind_slots_match_c_types(void) {
   memcpy(&neg, &minus_one, sizeof neg);
   ASSERT_EQ_U(fl__layout_kind_size(FL_ABI_HOST, neg), 0);
   ASSERT_EQ_U(fl__layout_kind_align(FL_ABI_HOST, neg), 0);
-}
-
-/* A tensor map in the cuda ABI: 128 bytes at a 64-aligned offset, as ptxas declares Triton's
- * nvTmaDesc parameter (`.param .align 64 .b8 p[128]`), here against the C struct a compiler lays out
- * for the same members (a 2-D descriptor's map, shape as i32, strides as i64, twice, then an i32 and
- * the two scratch pointers). Every other ABI refuses it by name. */
-static void tensor_map_layout(void) {
-  typedef struct { _Alignas(64) unsigned char b[128]; } map;
-  struct s { map a; int32_t s0, s1; int64_t t0, t1; map b; int32_t u0, u1; int64_t v0, v1; int32_t m; void *g, *p; };
-  const fl_kind k[] = {FL_KIND_TMAP, FL_KIND_I32, FL_KIND_I32, FL_KIND_I64, FL_KIND_I64,
-                       FL_KIND_TMAP, FL_KIND_I32, FL_KIND_I32, FL_KIND_I64, FL_KIND_I64, FL_KIND_I32};
-  const size_t want[] = {offsetof(struct s, a), offsetof(struct s, s0), offsetof(struct s, s1), offsetof(struct s, t0),
-                         offsetof(struct s, t1), offsetof(struct s, b), offsetof(struct s, u0), offsetof(struct s, u1),
-                         offsetof(struct s, v0), offsetof(struct s, v1), offsetof(struct s, m)};
-  fl_target t = {.abi = FL_ABI_CUDA, .cuda.hidden_ptrs = 2};
-  fl_layout l;
-  size_t off[11];
-  fl_error err;
-  ASSERT_OK(fl_layout_compute(&t, k, 11, &l, off, &err), &err);
-  for (size_t i = 0; i < 11; i++) ASSERT_EQ_U(off[i], want[i]);
-  ASSERT_EQ_U(off[5], 192);
-  ASSERT_EQ((size_t)l.hidden_first, offsetof(struct s, g));
-  ASSERT_EQ_U(l.size, sizeof(struct s));
-  ASSERT_EQ_U(l.align, 64);
-  ASSERT_EQ_U(fl__layout_kind_size(FL_ABI_CUDA, FL_KIND_TMAP), 128);
-  ASSERT_EQ_U(fl__layout_kind_align(FL_ABI_CUDA, FL_KIND_TMAP), 64);
-  const char *names[] = {"host", "cuda", "npu", "hip"};
-  for (int abi = 0; abi < FL_ABI_COUNT; abi++) {
-    if (abi == FL_ABI_CUDA) continue;
-    fl_target o = {.abi = abi};
-    char want_reason[64];
-    snprintf(want_reason, sizeof want_reason, "kind_not_in_abi:1:tmap:%s", names[abi]);
-    const fl_kind one[] = {FL_KIND_PTR, FL_KIND_TMAP};
-    ASSERT_FAILS(fl_layout_compute(&o, one, 2, &l, off, &err), &err, FL_BAD_KIND, want_reason);
-    ASSERT_EQ_U(fl__layout_kind_size(abi, FL_KIND_TMAP), 0);
-  }
 }
 
 static void empty_and_max_signatures(void) {
@@ -361,10 +321,10 @@ static size_t option_sets(option_set *sets) {
   return n;
 }
 
-/* The empty signature, each kind alone, one signature at the argument cap, then RANDOM_SIGS random
- * ones of every kind and lengths 0..MAX_RANDOM_LEN. */
+/* The empty signature, each kind alone, one at the argument cap, then RANDOM_SIGS random ones of
+ * lengths 0..MAX_RANDOM_LEN, of every kind but FL_KIND_TMAP (cuda's alone: test_cuda_abi.c). */
 static bool make_sigs(sig_list *s) {
-  size_t fixed = 1 + LAYOUT_KINDS + 1;
+  size_t fixed = 1 + FL_KIND_TMAP + 1;
   s->count = fixed + RANDOM_SIGS;
   size_t lens_cap = s->count + 1;
   s->start = calloc(lens_cap, sizeof *s->start);
@@ -372,16 +332,16 @@ static bool make_sigs(sig_list *s) {
   if (!s->start || !s->kinds) return false;
   size_t at = 0, i = 0;
   s->start[i++] = at; /* empty */
-  for (int k = 0; k < LAYOUT_KINDS; k++) {
+  for (int k = 0; k < FL_KIND_TMAP; k++) {
     s->start[i++] = at;
     s->kinds[at++] = (fl_kind)k;
   }
   s->start[i++] = at;
-  for (size_t j = 0; j < FL__MAX_ARGS; j++) s->kinds[at++] = (fl_kind)(rng_next() % LAYOUT_KINDS);
+  for (size_t j = 0; j < FL__MAX_ARGS; j++) s->kinds[at++] = (fl_kind)(rng_next() % FL_KIND_TMAP);
   for (size_t r = 0; r < RANDOM_SIGS; r++) {
     s->start[i++] = at;
     size_t len = (size_t)(rng_next() % (MAX_RANDOM_LEN + 1));
-    for (size_t j = 0; j < len; j++) s->kinds[at++] = (fl_kind)(rng_next() % LAYOUT_KINDS);
+    for (size_t j = 0; j < len; j++) s->kinds[at++] = (fl_kind)(rng_next() % FL_KIND_TMAP);
   }
   s->start[i] = at;
   return true;

@@ -89,3 +89,37 @@ def test_readme_launch_forms_are_the_docs_run():
     with open(launch_forms.DOC) as f:
         doc = f.read()
     assert "| NO |" not in doc and doc.count("| yes |") >= 60, doc[:2000]
+
+
+def test_tensor_descriptors_match_tritons_own_launcher(tmp_path):
+    """Host-side tensor descriptors (TMA) through a kept compiled kernel: 40 kernels (rank 1 to 5,
+    fp8/bf16/fp16/fp32, sm_90 and sm_100), 10,000 random calls under a driver on each side of
+    Triton's fix-up (13.0, 13.2), every launch's bytes (the 128-byte maps included) equal to Triton's
+    launcher's over the stand-in driver, whose encode mixes every argument into the map; mutated
+    descriptors and failing encodes raise Triton's error with nothing launched on both sides:
+    tools/fldev/tma_fidelity.py."""
+    proc = _run(tmp_path, "fldev.tma_fidelity", "10000", "20261207", timeout=1500)
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["calls"] == 20_000 and result["differ"] == 0, result
+    assert result["kernels"] == 40 and result["raised"] >= 200, result
+    for v in result["versions"]:
+        # Served but for what raises; a descriptor met again is encoded once (the memo's hits).
+        assert v["served"] >= 9_000 and v["encodes_fastlaunch"] < v["encodes_triton"] // 2, v
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_global_scratch_matches_tritons_launcher_and_allocator(tmp_path):
+    """Kernels that need global scratch (device-side descriptors) through a kept compiled kernel:
+    2,000 random calls (grids, values, 6 kernels) with triton.set_allocator's allocator, without one,
+    with one that raises and one whose buffer has no address: the same launches (the buffer's
+    address in the trailing pointer) and the same allocator calls (size = programs x num_ctas x the
+    metadata's size, alignment, stream, count), the same errors with nothing launched, and the calls
+    that launch served: tools/fldev/scratch_fidelity.py."""
+    proc = _run(tmp_path, "fldev.scratch_fidelity", "2000", "20261207", timeout=900)
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["calls"] == 2000 and result["differ"] == 0, result
+    assert result["served"] >= 1700 and result["raised"] >= 40 and result["allocator_calls"] >= 1800, result
+    assert result["plan_reasons"] == [None] * 6, result
+    assert proc.returncode == 0, proc.stderr[-2000:]

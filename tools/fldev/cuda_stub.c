@@ -200,10 +200,17 @@ static void record(void *f, const unsigned g[3], const unsigned b[3], unsigned s
     memcpy(stub.buffer, extra[1], stub.buffer_size < sizeof stub.buffer ? stub.buffer_size : sizeof stub.buffer);
   }
   for (int i = 0; params && i < stub.nparams && i < 256; i++) copy_param(stub.params[i], params[i]);
-  size_t at = 0;
-  for (int i = 0; params && i < 64 && stub.param_sizes[i] && at + stub.param_sizes[i] <= sizeof stub.param_blob; i++) {
-    memcpy(stub.param_blob + at, params[i], stub.param_sizes[i]);
-    at += stub.param_sizes[i];
+  /* From a packed buffer, each parameter where the kernel's parameter space has it: at its
+   * alignment (its size up to 8; a 128-byte tensor map at 64), as the driver reads the buffer. */
+  size_t at = 0, off = 0;
+  for (int i = 0; i < 64 && stub.param_sizes[i] && at + stub.param_sizes[i] <= sizeof stub.param_blob; i++) {
+    size_t n = stub.param_sizes[i], align = n >= 128 ? 64 : n > 8 ? 8 : n;
+    off = (off + align - 1) & ~(align - 1);
+    if (params) memcpy(stub.param_blob + at, params[i], n);
+    else if (off + n <= stub.buffer_size) memcpy(stub.param_blob + at, stub.buffer + off, n);
+    else memset(stub.param_blob + at, 0xEE, n); /* past the buffer: never equal to a real launch */
+    off += n;
+    at += n;
   }
 }
 

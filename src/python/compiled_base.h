@@ -1,8 +1,8 @@
-/* compiled.h: a kept Triton CompiledKernel's launch (compiled.c: CompiledLaunch, and the
+/* compiled_base.h: a kept Triton CompiledKernel's launch (compiled.c: CompiledLaunch, and the
  * `compiled[grid]` call), shared with compiled_run.c (its `compiled.run(...)` called directly).
  * Private to src/python. */
-#ifndef FL_COMPILED_H
-#define FL_COMPILED_H
+#ifndef FL_COMPILED_BASE_H
+#define FL_COMPILED_BASE_H
 
 #include "call_args.h"
 #include "jit_base.h"
@@ -22,16 +22,32 @@ typedef struct {
                             * parameter where the launcher parses its arguments first */
   int parse_first;         /* Triton's launcher parses every argument by a format before the enter
                             * hook (Triton 3.5, 3.6): exactly one per parameter, scalars checked first */
+  /* Global scratch (a kernel whose metadata asks for it): the plan's last nhidden arguments are the
+   * launcher's trailing pointers, the first of them a buffer from the allocator Triton would call
+   * (scratch_var: its ContextVar) of size x programs x num_ctas bytes per CTA; NULL: none. */
+  PyObject *scratch_var;
+  unsigned long long scratch_size, scratch_align;
+  unsigned scratch_ctas;
+  size_t nhidden;
   unsigned long long fast, stock, hooked;
 } LaunchObject;
 
 /* The type, set once at the module's init (compiled.c). */
 extern PyTypeObject *fl_compiled_launch_type;
 
-/* The call's runtime values, read as Triton's launcher reads them first (every argument, the scalars
+/* compiled_values.c. The call's runtime values, read as Triton's launcher reads them first (every argument, the scalars
  * checked against their kinds; a pointer the plan refuses is a refusal too): 0; -1 refused, nothing
  * set; -2 with a Python exception an argument's own code raised. `full` holds ncall arguments. */
 int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values,
                                 fl_tensor_map_value *tmaps, fl_error *err);
+
+/* A launch of a kernel with global scratch: the arguments read and checked first (1: refused,
+ * nothing called: Triton's), then the allocator called as Triton calls it (size, alignment,
+ * stream), the buffer's address in the first trailing pointer, the launch. 0 launched; -1 with an
+ * exception (the allocator's own, Triton's NullAllocator error among them; or submitted); 2:
+ * refused after the allocation (Triton's, which allocates again). `args` holds the user's nargs
+ * positions (trailing constexprs filled). */
+int fl_compiled_scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t stream, PyObject *stream_obj,
+                               PyObject *const *args, size_t nargs);
 
 #endif

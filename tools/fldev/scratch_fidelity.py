@@ -1,0 +1,122 @@
+"""Kernels that need global scratch (device-side tensor descriptors, `tl.make_tensor_descriptor`)
+through a kept compiled kernel, fastlaunch against Triton alone on the stand-in driver: each call's
+launch (function, grid, parameter bytes, the scratch buffer's address among them) and the calls
+of the allocator Triton would call (triton.set_allocator's: size, alignment, stream, count) must be
+the same; without an allocator, with one that raises, and with one whose buffer has no address,
+the same error and nothing launched. Prints one JSON line.
+
+    PYTHONPATH=tools python -m fldev.scratch_fidelity [CALLS] [SEED]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+from fastlaunch import _C
+
+_C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
+
+
+def _kernels(triton, tl):
+    @triton.jit
+    def copy2(a_ptr, b_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        a = tl.make_tensor_descriptor(a_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+        b = tl.make_tensor_descriptor(b_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+        pid = tl.program_id(0)
+        b.store([pid * BLOCK_M, 0], a.load([pid * BLOCK_M, 0]))
+
+    @triton.jit
+    def copy1(a_ptr, b_ptr, N, BLOCK: tl.constexpr):
+        a = tl.make_tensor_descriptor(a_ptr, shape=[N], strides=[1], block_shape=[BLOCK])
+        b = tl.make_tensor_descriptor(b_ptr, shape=[N], strides=[1], block_shape=[BLOCK])
+        pid = tl.program_id(0)
+        b.store([pid * BLOCK], a.load([pid * BLOCK]))
+
+    return copy1, copy2
+
+
+def main(argv):
+    calls = int(argv[0]) if argv else 2000
+    rng = random.Random(int(argv[1]) if len(argv) > 1 else 20261207)
+    from fldev import cuda_stub
+
+    stub = cuda_stub.load()
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.runtime import _allocation
+
+    import fastlaunch.triton as flt
+    from fastlaunch import triton_compiled as tc
+
+    copy1, copy2 = _kernels(triton, tl)
+    allocs = []
+    pool = [torch.empty(1 << 16, dtype=torch.int8) for _ in range(3)]
+
+    def allocator(size, align, stream):
+        allocs.append((size, align, stream))
+        return pool[len(allocs) % 3]
+
+    def raising(size, align, stream):
+        allocs.append(("raises", size))
+        raise MemoryError("the allocator is out of memory")
+
+    def addressless(size, align, stream):
+        allocs.append(("no address", size))
+        return object()
+
+    triton.set_allocator(allocator)
+    null = getattr(_allocation, "_NULL_ALLOCATOR", None) or _allocation.NullAllocator()  # what "no allocator" is
+    x = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}
+    y = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}
+    kernels = []
+    for dt in (torch.float16, torch.float32):
+        for bm, bn in ((16, 64), (64, 32)):
+            kernels.append((copy2[(1,)](x[dt], y[dt], 256, 64, BLOCK_M=bm, BLOCK_N=bn), 2, dt))
+        kernels.append((copy1[(1,)](x[dt], y[dt], 256, BLOCK=64), 1, dt))
+    sizes = {1: [8, 8, 4, 8, 8], 2: [8, 8, 4, 4, 8, 8]}
+    plan = []
+    for i in range(calls):
+        ck, rank, dt = rng.choice(kernels)
+        grid = (rng.choice([0, 1, 3, 8, 100]), rng.choice([1, 2]), 1)
+        how = rng.choices(["plain", "none", "raises", "addressless"], [0.94, 0.02, 0.02, 0.02])[0]
+        scalars = [rng.choice([1, 16, 255, 256])] * rank
+        plan.append((ck, rank, dt, grid, scalars, how))
+
+    def run_one(item):
+        ck, rank, dt, grid, scalars, how = item
+        del allocs[:]
+        token = _allocation._allocator.set({"plain": allocator, "raises": raising, "addressless": addressless,
+                                            "none": null}[how])
+        stub.record(0, sizes[rank])
+        before = stub.state.calls
+        exc = None
+        try:
+            ck[grid](x[dt], y[dt], *scalars)
+        except Exception as e:  # noqa: BLE001  (compared by type and message)
+            exc = f"{type(e).__name__}: {e}"
+        _allocation._allocator.reset(token)
+        launched = stub.state.calls - before
+        return launched, exc, stub.param_bytes() if launched else b"", list(allocs)
+
+    flt.disable()
+    triton_side = [run_one(item) for item in plan]
+    flt.enable()
+    fast0 = sum(tc.launch_of(k).counts()["fast"] for k, _, _ in kernels if tc.launch_of(k))
+    fast_side = [run_one(item) for item in plan]
+    served = sum(tc.launch_of(k).counts()["fast"] for k, _, _ in kernels if tc.launch_of(k)) - fast0
+    reasons = [tc.launch_of(k).reason for k, _, _ in kernels if tc.launch_of(k)]
+    flt.disable()
+    differ = [(item[5], a, b) for item, a, b in zip(plan, triton_side, fast_side) if a != b]
+    out = {"calls": len(plan), "differ": len(differ), "first_differ": [repr(d)[:400] for d in differ[:3]],
+           "served": served, "raised": sum(1 for a in triton_side if a[1]),
+           "allocator_calls": sum(len(a[3]) for a in triton_side), "plan_reasons": reasons,
+           "scratch_sizes": sorted({int(k.metadata.global_scratch_size) for k, _, _ in kernels})}
+    print(json.dumps(out))
+    return 0 if not differ and served > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
