@@ -59,6 +59,7 @@ typedef struct {
   PyObject *str_run;
   PyObject *str_dtype;
   PyObject *str_pre_hook;     /* a Triton Config's */
+  PyObject *str_block_shape;  /* a TensorDescriptor's */
   /* Triton's JIT (jit.c): the dispatcher, the kernel[grid] object, the class's __getitem__. */
   PyTypeObject *jit_type;
   PyTypeObject *jit_call_type;
@@ -71,6 +72,7 @@ typedef struct {
    * set by the policy's enable(); NULL: a hooked call goes to Triton) */
   PyObject *str_launch_metadata, *str_launch_enter_hook, *str_launch_exit_hook;
   PyObject *launch_knobs;
+  PyObject *tensor_desc_type; /* Triton's TensorDescriptor class (tensor_maps.c), or NULL: none read by the JIT */
   int dict_watcher;           /* 3.12+: the watcher id of the JIT's watched dicts */
   /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
   const fl_tensor_door *door;
@@ -226,6 +228,8 @@ typedef struct {
 int fl_ext_parse_tensor_maps(PyObject *obj, fl_tensor_map_meta *metas, size_t *n);
 /* a->tmap_index and tmap_rank from the plan's kinds and metas. 0, or -1 with MemoryError. */
 int fl_ext_args_tmaps(fl_ext_args *a, const fl_tensor_map_meta *metas, size_t n);
+/* tensor_descriptor_type(cls): the class the JIT's key reads as a descriptor (None: none). */
+PyObject *fl_ext_set_tensor_desc_type(PyObject *module, PyObject *cls);
 
 /* Fills a->nptr, ptr_pos, ptr_k, nint, int_pos and int_k (one PyMem block at ptr_pos) from its
  * kinds and argmap. `words`: the plan takes fl_launch_words (a->words is set from it and from what

@@ -40,7 +40,8 @@ enum {
   K_CONST_FLOAT,/* then the bits */
   K_CONST_OBJ,  /* then the address (the policy keeps the object alive with the entry) */
   K_OPTION,     /* | option index << 8, then the option's value as a constexpr */
-  K_DEVICE      /* | device << 8, first */
+  K_DEVICE,     /* | device << 8, first */
+  K_DESC        /* | rank << 8, then its base's dtype object's address and the block shape's sizes */
 };
 
 typedef struct {
@@ -67,6 +68,9 @@ typedef struct {
   uint16_t lazy_word[JIT_MAX_LAZY], lazy_value[JIT_MAX_LAZY];
   PyObject *lazy_obj[JIT_MAX_LAZY]; /* borrowed: the call's arguments */
   size_t nlazy;
+  /* Tensor descriptors' values (their maps' values point here: the struct is never copied). */
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
+  size_t ntmaps;
 } jit_values;
 
 static inline int key_push(jit_key *k, uint64_t w) {

@@ -27,6 +27,50 @@ static inline int value_push(jit_values *vals, fl_value v, int where, int index)
   return 0;
 }
 
+/* A host-side tensor descriptor: keyed as Triton specializes it (tensordesc<dtype[block]>: its
+ * base's dtype, by the address of the dtype object, held for the call, and the block shape), its
+ * values the map's (read as Triton's make_tensordesc_arg reads it) then its shape and strides. 0,
+ * -1 (the key is full), 1 (Triton decides: another form, an exception its own code raised). */
+static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v) {
+  if (vals->ntmaps >= FL_EXT_MAX_TMAPS || vals->nheld >= JIT_MAX_PARAMS) return 1;
+  PyObject *block = PyObject_GetAttr(v, st->str_block_shape), *base = NULL, *dtype = NULL;
+  PyObject *items = block ? PySequence_Tuple(block) : NULL;
+  Py_ssize_t rank = items ? PyTuple_GET_SIZE(items) : -1;
+  int rc = 1;
+  if (rank < 1 || rank > FL_TENSOR_MAP_MAX_RANK || !(base = PyObject_GetAttrString(v, "base")) ||
+      !(dtype = PyObject_GetAttr(base, st->str_dtype)) || Py_REFCNT(dtype) == 1 ||
+      vals->n + 1 + 2 * (size_t)rank > JIT_MAX_PARAMS)
+    goto done;
+  rc = key_push(k, K_DESC | (uint64_t)rank << 8) < 0 || key_push(k, (uint64_t)(uintptr_t)dtype) < 0 ? -1 : 0;
+  for (Py_ssize_t d = 0; rc == 0 && d < rank; d++) {
+    PyObject *b = PyTuple_GET_ITEM(items, d);
+    long long x = PyLong_CheckExact(b) ? PyLong_AsLongLong(b) : -1;
+    rc = x < 0 ? 1 : key_push(k, (uint64_t)x) < 0 ? -1 : 0;
+  }
+  if (rc) goto done;
+  fl_error err;
+  fl_tensor_map_value *t = &vals->tmaps[vals->ntmaps];
+  if (fl_ext_extract_tmap(st, v, vals->n, &vals->v[vals->n], t, &err) != 0 || t->rank != (uint32_t)rank) {
+    rc = 1;
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < 1 + 2 * rank; i++) {
+    vals->where[vals->n + (size_t)i] = 0;
+    vals->index[vals->n + (size_t)i] = -1;
+  }
+  vals->n += 1 + 2 * (size_t)rank;
+  vals->ntmaps++;
+  vals->held[vals->nheld++] = dtype; /* its address is in the key */
+  dtype = NULL;
+done:
+  if (rc == 1) PyErr_Clear();
+  Py_XDECREF(dtype);
+  Py_XDECREF(base);
+  Py_XDECREF(items);
+  Py_XDECREF(block);
+  return rc;
+}
+
 /* A runtime value: its key words and its launch value. 0, -1 (the key is full), or 1 (not a kind
  * the key knows: Triton decides). */
 static int key_value(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v, int depth) {
@@ -40,6 +84,8 @@ static int key_value(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v
     }
     return 0;
   }
+  if (FL_EXT_UNLIKELY(st->tensor_desc_type) && Py_TYPE(v) == (PyTypeObject *)st->tensor_desc_type)
+    return key_descriptor(st, k, vals, v);
   uint64_t w[1];
   fl_value x;
   int where, index;
@@ -141,6 +187,20 @@ static int launch_value(fl_ext_state *st, const jit_values *first, jit_values *o
   }
   size_t at = out->n;
   if (at >= first->n) return 1;
+  if (first->v[at].type == FL_VALUE_TENSOR_MAP) { /* a descriptor: its map's values read again */
+    uint32_t rank = ((const fl_tensor_map_value *)(uintptr_t)first->v[at].v.p)->rank;
+    fl_tensor_map_value *t = &out->tmaps[out->ntmaps];
+    fl_error err;
+    if (out->ntmaps >= FL_EXT_MAX_TMAPS || at + 1 + 2 * (size_t)rank > first->n ||
+        fl_ext_extract_tmap(st, v, at, &out->v[at], t, &err) != 0 || t->rank != rank) {
+      PyErr_Clear();
+      return 1;
+    }
+    for (size_t i = at; i < at + 1 + 2 * (size_t)rank; i++) out->where[i] = 0, out->index[i] = -1;
+    out->n += 1 + 2 * (size_t)rank;
+    out->ntmaps++;
+    return 0;
+  }
   uint64_t w[1];
   fl_value x;
   int where, index;
@@ -170,6 +230,7 @@ static int launch_value(fl_ext_state *st, const jit_values *first, jit_values *o
 int fl_jit_launch_values(JitObject *self, jit_bound *b, const jit_values *first, jit_values *out) {
   out->n = 0;
   out->nheld = 0;
+  out->ntmaps = 0;
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
   for (Py_ssize_t i = 0; i < np; i++) {
     out->start[i] = first->start[i];
@@ -186,6 +247,7 @@ int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, j
   vals->n = 0;
   vals->nheld = 0;
   vals->nlazy = 0;
+  vals->ntmaps = 0;
   key_push(k, K_DEVICE | (uint64_t)(uint32_t)device << 8);
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
   for (Py_ssize_t i = 0; i < np; i++) {

@@ -208,6 +208,9 @@ static PyMethodDef module_methods[] = {
     {"launch_knobs", fl_ext_set_launch_knobs, METH_O,
      "launch_knobs($module, knobs, /)\n--\n\nWhere a call with launch hooks set reads them (triton.knobs.runtime); "
      "None: such calls go to Triton"},
+    {"tensor_descriptor_type", fl_ext_set_tensor_desc_type, METH_O,
+     "tensor_descriptor_type($module, cls, /)\n--\n\nTriton's TensorDescriptor class: kernel[grid] reads its instances "
+     "(None: they go to Triton)"},
     {"kinds", ext_kinds, METH_O, "kinds($module, seq, /)\n--\n\n-> list: canonical kind names (Triton's spellings parsed in C)"},
     {NULL, NULL, 0, NULL},
 };
@@ -227,7 +230,10 @@ static int module_exec(PyObject *module) {
   st->str_grid = PyUnicode_InternFromString("grid");
   st->str_fallback = PyUnicode_InternFromString("entry_fallback");
   st->str_pre_hook = PyUnicode_InternFromString("pre_hook");
-  if (!st->str_data_ptr || !st->str_stream || !st->str_grid || !st->str_fallback || !st->str_pre_hook) return -1;
+  st->str_block_shape = PyUnicode_InternFromString("block_shape");
+  if (!st->str_data_ptr || !st->str_stream || !st->str_grid || !st->str_fallback || !st->str_pre_hook ||
+      !st->str_block_shape)
+    return -1;
   if (fl_ext_add_errors(module, st) < 0) return -1;
   if (fl_ext_add_host_kernel_type(module, st) < 0) return -1;
   if (fl_ext_add_plan_type(module, st) < 0) return -1;
@@ -257,6 +263,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(st->tuner_bound_type);
   Py_VISIT(st->heuristics_type);
   Py_VISIT(st->launch_knobs);
+  Py_VISIT(st->tensor_desc_type);
   return 0;
 }
 
@@ -280,6 +287,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->str_launch_enter_hook);
   Py_CLEAR(st->str_launch_exit_hook);
   Py_CLEAR(st->launch_knobs);
+  Py_CLEAR(st->tensor_desc_type);
   Py_CLEAR(st->jit_type);
   Py_CLEAR(st->jit_call_type);
   Py_CLEAR(st->jit_subscript_type);

@@ -80,6 +80,13 @@ int fl_ext_parse_tensor_maps(PyObject *obj, fl_tensor_map_meta *metas, size_t *n
   return rc;
 }
 
+PyObject *fl_ext_set_tensor_desc_type(PyObject *module, PyObject *cls) {
+  if (cls != Py_None && !PyType_Check(cls)) return PyErr_Format(PyExc_TypeError, "tensor_descriptor_type: a class or None");
+  fl_ext_state *st = PyModule_GetState(module);
+  Py_XSETREF(st->tensor_desc_type, cls == Py_None ? NULL : Py_NewRef(cls));
+  Py_RETURN_NONE;
+}
+
 int fl_ext_args_tmaps(fl_ext_args *a, const fl_tensor_map_meta *metas, size_t n) {
   a->tmap_index = PyMem_Calloc(a->nruntime ? a->nruntime : 1, 1);
   if (!a->tmap_index) return PyErr_NoMemory(), -1;

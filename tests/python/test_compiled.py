@@ -92,7 +92,7 @@ def test_readme_launch_forms_are_the_docs_run():
 
 
 def test_tensor_descriptors_match_tritons_own_launcher(tmp_path):
-    """Host-side tensor descriptors (TMA) through a kept compiled kernel: 40 kernels (rank 1 to 5,
+    """Host-side tensor descriptors (TMA) through a kept compiled kernel and kernel[grid]: 40 kernels (rank 1 to 5,
     fp8/bf16/fp16/fp32, sm_90 and sm_100), 10,000 random calls under a driver on each side of
     Triton's fix-up (13.0, 13.2), every launch's bytes (the 128-byte maps included) equal to Triton's
     launcher's over the stand-in driver, whose encode mixes every argument into the map; mutated
@@ -106,6 +106,10 @@ def test_tensor_descriptors_match_tritons_own_launcher(tmp_path):
     for v in result["versions"]:
         # Served but for what raises; a descriptor met again is encoded once (the memo's hits).
         assert v["served"] >= 9_000 and v["encodes_fastlaunch"] < v["encodes_triton"] // 2, v
+    # kernel[grid](a_desc, b_desc, n) through the JIT dispatcher: 5,000 of the sm_90 calls, the same
+    # launches, served but for each variant's first call and what raises.
+    jit = result["jit"]
+    assert jit["calls"] == 5000 and jit["differ"] == 0 and jit["served"] >= 4_500, jit
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
