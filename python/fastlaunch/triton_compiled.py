@@ -41,6 +41,12 @@ def enable(attach_jit, *, backend=None) -> None:
         return
     if _state["getitem"] is not None:
         return
+    try:  # kernel[grid] with host-side tensor descriptors: the JIT's key pass reads them
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        _C.tensor_descriptor_type(TensorDescriptor)
+    except ImportError:
+        pass
     had = "__getitem__" in CompiledKernel.__dict__
     stock = CompiledKernel.__getitem__
     _state.update(getitem=(CompiledKernel, had, stock), backend=backend, attach_jit=attach_jit)

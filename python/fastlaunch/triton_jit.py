@@ -94,12 +94,6 @@ def enable(*, backend=None) -> None:
             cls.run = _C.RunSlot(stock, _attach_from_slot)
             _state["runs"].append((cls, stock))
     _C.launch_knobs(getattr(getattr(sys.modules.get("triton"), "knobs", None), "runtime", None))  # hooks' home
-    try:  # kernel[grid] with host-side tensor descriptors: read in the key pass
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        _C.tensor_descriptor_type(TensorDescriptor)
-    except ImportError:
-        pass
     triton_compiled.enable(_attach, backend=backend)  # compiled[grid](...) on a kept CompiledKernel
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
@@ -208,16 +202,6 @@ def _attach(fn) -> None:
     policy.dispatcher = weakref.ref(d)
     fn.__dict__["run"] = d
     _dispatchers.add(d)
-
-
-def _jit_positions(positions):
-    """(parameter, member) per runtime value as the dispatcher reads them: a tuple's member, -1 for a
-    plain value, and a descriptor's shape and strides as members 1.. of its values (its map first)."""
-    out, run = [], 0
-    for p, m in positions:
-        run = run + 1 if m == "desc" else 0
-        out.append((p, run if m == "desc" else -1 if m is None else m))
-    return tuple(out)
 
 
 def _inner_run(fn):
@@ -572,7 +556,7 @@ class _Policy:
         triton_compiled.serve_run(kernel)  # kernel.run(...) called directly on what kernel[grid] returned
 
     def _plan(self, kernel):
-        from fastlaunch.triton_plan import abi_of, is_hip, plan_from_compiled
+        from fastlaunch.triton_plan import abi_of, is_hip, jit_positions, plan_from_compiled
 
         abi = abi_of(kernel)
         params = [p.name for p in self.fn.params]
@@ -580,7 +564,7 @@ class _Policy:
             raise FastLaunchPlanUnavailable("signature_positions_unrecognised")
         backend = self.backend or ("hip" if is_hip(kernel.metadata) else "cuda")
         plan = plan_from_compiled(kernel, backend=backend, name=self.fn.__name__, descriptors=True)
-        return plan, _jit_positions(abi.positions)
+        return plan, jit_positions(abi.positions)
 
     def pre_run_kwargs(self, kwargs):
         """Adds to a call's keywords what Triton's run adds before its pre-run hooks see them

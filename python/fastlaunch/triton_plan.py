@@ -306,3 +306,13 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
                 fixed_args=list(fixed_args), grid=grid, grid_exprs=grid_exprs, arg_names=arg_names or abi.names,
                 name=name or getattr(compiled, "name", None) or _meta(compiled.metadata, "name", None), ignore=ignore,
                 tensor_maps=abi.tensor_maps or None)
+
+
+def jit_positions(positions):
+    """(parameter, member) per runtime value as the JIT dispatcher reads them: a tuple's member, -1
+    for a plain value, a descriptor's shape and strides as members 1.. of its values (its map first)."""
+    out, run = [], 0
+    for p, m in positions:
+        run = run + 1 if m == "desc" else 0
+        out.append((p, run if m == "desc" else -1 if m is None else m))
+    return tuple(out)

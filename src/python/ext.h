@@ -59,7 +59,9 @@ typedef struct {
   PyObject *str_run;
   PyObject *str_dtype;
   PyObject *str_pre_hook;     /* a Triton Config's */
-  PyObject *str_block_shape;  /* a TensorDescriptor's */
+  PyObject *str_block_shape;  /* a TensorDescriptor's: block_shape, base, shape, strides, padding,
+                              * round_f32_to_tf32, and the padding that asks for NaN */
+  PyObject *str_base, *str_shape, *str_strides, *str_padding, *str_round_tf32, *str_nan;
   /* Triton's JIT (jit.c): the dispatcher, the kernel[grid] object, the class's __getitem__. */
   PyTypeObject *jit_type;
   PyTypeObject *jit_call_type;

@@ -321,7 +321,7 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
     if (r > 0) res = STOCK(b.why, NULL);
     goto done;
   }
-  int python = vals.nheld > 0; /* a tensor-like's attributes were read */
+  int python = vals.nheld > vals.nquiet; /* a tensor-like's attributes were read */
   if (python && (r = fl_jit_settled(self, &why, &why_obj)) != 0) {
     if (r > 0) res = fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
     goto done;

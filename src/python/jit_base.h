@@ -62,6 +62,7 @@ typedef struct {
    * until the call is done with the key: no other object can take an address while it is held. */
   PyObject *held[JIT_MAX_PARAMS];
   size_t nheld;
+  size_t nquiet;       /* of those, read with no Python code run (a descriptor over a tensor the door read) */
   /* Tensor-likes whose data_ptr() is not read yet (the first JIT_MAX_LAZY of a call): the table is
    * searched for either alignment first, so a call Triton's run serves has not read it (Triton's run
    * reads it itself). Per one: its key word (the alignment bit 0 until read), its value, the object. */

@@ -34,16 +34,16 @@ static inline int value_push(jit_values *vals, fl_value v, int where, int index)
 static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v) {
   if (vals->ntmaps >= FL_EXT_MAX_TMAPS || vals->nheld >= JIT_MAX_PARAMS) return 1;
   PyObject *block = PyObject_GetAttr(v, st->str_block_shape), *base = NULL, *dtype = NULL;
-  PyObject *items = block ? PySequence_Tuple(block) : NULL;
-  Py_ssize_t rank = items ? PyTuple_GET_SIZE(items) : -1;
+  PyObject *items = block ? PySequence_Fast(block, "") : NULL;
+  Py_ssize_t rank = items ? PySequence_Fast_GET_SIZE(items) : -1;
   int rc = 1;
-  if (rank < 1 || rank > FL_TENSOR_MAP_MAX_RANK || !(base = PyObject_GetAttrString(v, "base")) ||
+  if (rank < 1 || rank > FL_TENSOR_MAP_MAX_RANK || !(base = PyObject_GetAttr(v, st->str_base)) ||
       !(dtype = PyObject_GetAttr(base, st->str_dtype)) || Py_REFCNT(dtype) == 1 ||
       vals->n + 1 + 2 * (size_t)rank > JIT_MAX_PARAMS)
     goto done;
   rc = key_push(k, K_DESC | (uint64_t)rank << 8) < 0 || key_push(k, (uint64_t)(uintptr_t)dtype) < 0 ? -1 : 0;
   for (Py_ssize_t d = 0; rc == 0 && d < rank; d++) {
-    PyObject *b = PyTuple_GET_ITEM(items, d);
+    PyObject *b = PySequence_Fast_ITEMS(items)[d];
     long long x = PyLong_CheckExact(b) ? PyLong_AsLongLong(b) : -1;
     rc = x < 0 ? 1 : key_push(k, (uint64_t)x) < 0 ? -1 : 0;
   }
@@ -61,6 +61,11 @@ static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObje
   vals->n += 1 + 2 * (size_t)rank;
   vals->ntmaps++;
   vals->held[vals->nheld++] = dtype; /* its address is in the key */
+  /* A TensorDescriptor (the exact class: a dataclass, plain attributes) over a tensor the door reads:
+   * no code of its own ran, and none runs when the launch reads it again. */
+  uint64_t p;
+  int where, index;
+  if (st->door && st->door->unpack(base, &p, &where, &index)) vals->nquiet++;
   dtype = NULL;
 done:
   if (rc == 1) PyErr_Clear();
@@ -246,6 +251,7 @@ int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, j
   k->n = 0;
   vals->n = 0;
   vals->nheld = 0;
+  vals->nquiet = 0;
   vals->nlazy = 0;
   vals->ntmaps = 0;
   key_push(k, K_DEVICE | (uint64_t)(uint32_t)device << 8);

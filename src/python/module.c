@@ -231,8 +231,15 @@ static int module_exec(PyObject *module) {
   st->str_fallback = PyUnicode_InternFromString("entry_fallback");
   st->str_pre_hook = PyUnicode_InternFromString("pre_hook");
   st->str_block_shape = PyUnicode_InternFromString("block_shape");
+  st->str_base = PyUnicode_InternFromString("base");
+  st->str_shape = PyUnicode_InternFromString("shape");
+  st->str_strides = PyUnicode_InternFromString("strides");
+  st->str_padding = PyUnicode_InternFromString("padding");
+  st->str_round_tf32 = PyUnicode_InternFromString("round_f32_to_tf32");
+  st->str_nan = PyUnicode_InternFromString("nan");
   if (!st->str_data_ptr || !st->str_stream || !st->str_grid || !st->str_fallback || !st->str_pre_hook ||
-      !st->str_block_shape)
+      !st->str_block_shape || !st->str_base || !st->str_shape || !st->str_strides || !st->str_padding ||
+      !st->str_round_tf32 || !st->str_nan)
     return -1;
   if (fl_ext_add_errors(module, st) < 0) return -1;
   if (fl_ext_add_host_kernel_type(module, st) < 0) return -1;

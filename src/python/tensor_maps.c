@@ -100,47 +100,59 @@ int fl_ext_args_tmaps(fl_ext_args *a, const fl_tensor_map_meta *metas, size_t n)
   return 0;
 }
 
-/* A sequence of at most 5 ints (exact or subclasses: Triton's PyLong_Check) into out; its length,
- * or -1 (not one: the caller refuses). */
+/* A list or tuple of at most 5 ints (exact or subclasses: Triton's PyLong_Check) into out; its
+ * length, or -1 (not one: the caller refuses). Nothing allocated for a list or a tuple. */
 static Py_ssize_t read_ints(PyObject *seq, int64_t *out) {
-  PyObject *t = seq ? PySequence_Tuple(seq) : NULL;
-  if (!t) return PyErr_Clear(), -1;
-  Py_ssize_t n = PyTuple_GET_SIZE(t);
+  PyObject *fast = seq ? PySequence_Fast(seq, "") : NULL;
+  if (!fast) return PyErr_Clear(), -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  PyObject **items = PySequence_Fast_ITEMS(fast);
   for (Py_ssize_t d = 0; n <= FL_TENSOR_MAP_MAX_RANK && d < n; d++) {
-    PyObject *v = PyTuple_GET_ITEM(t, d);
     int overflow = 0;
-    long long x = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : 0;
-    if (!PyLong_Check(v) || overflow || (x == -1 && PyErr_Occurred())) n = -1;
+    long long x = PyLong_Check(items[d]) ? PyLong_AsLongLongAndOverflow(items[d], &overflow) : 0;
+    if (!PyLong_Check(items[d]) || overflow || (x == -1 && PyErr_Occurred())) n = -1;
     else out[d] = x;
   }
-  Py_DECREF(t);
+  Py_DECREF(fast);
   PyErr_Clear();
   return n > FL_TENSOR_MAP_MAX_RANK ? -1 : n;
 }
 
+/* The base's address: a tensor through the door, else data_ptr() as Triton calls it. */
+static int base_address(fl_ext_state *st, PyObject *base, unsigned long long *addr) {
+  uint64_t p;
+  int where, index;
+  if (st->door && st->door->unpack(base, &p, &where, &index)) return *addr = p, 0;
+  PyObject *ptr = PyObject_CallMethodNoArgs(base, st->str_data_ptr);
+  if (!ptr) return -1;
+  int ok = PyLong_Check(ptr);
+  *addr = ok ? PyLong_AsUnsignedLongLong(ptr) : 0;
+  Py_DECREF(ptr);
+  return ok && !PyErr_Occurred() ? 0 : (PyErr_Clear(), 1);
+}
+
 int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out, fl_tensor_map_value *t,
                         fl_error *err) {
-  (void)st;
   memset(t, 0, sizeof *t);
-  PyObject *base = PyObject_GetAttrString(obj, "base");
-  PyObject *ptr = base ? PyObject_CallMethod(base, "data_ptr", NULL) : NULL;
-  PyObject *shape = ptr ? PyObject_GetAttrString(obj, "shape") : NULL;
-  PyObject *strides = shape ? PyObject_GetAttrString(obj, "strides") : NULL;
-  PyObject *padding = strides ? PyObject_GetAttrString(obj, "padding") : NULL;
-  PyObject *tf32 = padding ? PyObject_GetAttrString(obj, "round_f32_to_tf32") : NULL;
-  int rc = -1, truth = -1;
+  PyObject *base = PyObject_GetAttr(obj, st->str_base);
+  PyObject *shape = base ? PyObject_GetAttr(obj, st->str_shape) : NULL;
+  PyObject *strides = shape ? PyObject_GetAttr(obj, st->str_strides) : NULL;
+  PyObject *padding = strides ? PyObject_GetAttr(obj, st->str_padding) : NULL;
+  PyObject *tf32 = padding ? PyObject_GetAttr(obj, st->str_round_tf32) : NULL;
+  int rc = -1, truth = -1, r = 1;
   Py_ssize_t rank = -1;
-  if (!tf32) {
-    /* Not a descriptor (an attribute missing): refused, and Triton says what it says. An
-     * exception that is not an AttributeError or a TypeError is the object's own: it propagates. */
+  unsigned long long addr = 0;
+  if (!tf32 || (r = base_address(st, base, &addr)) < 0) {
+    /* Not a descriptor (an attribute missing, a base without an address): refused, and Triton says
+     * what it says. An exception that is not an AttributeError or a TypeError is the object's own:
+     * it propagates. */
     if (PyErr_ExceptionMatches(PyExc_AttributeError) || PyErr_ExceptionMatches(PyExc_TypeError)) PyErr_Clear();
     else rc = -2;
     if (rc == -1) refuse(err, "tmap_expected", i);
     goto done;
   }
-  unsigned long long addr = PyLong_Check(ptr) ? PyLong_AsUnsignedLongLong(ptr) : 0;
-  if (!PyLong_Check(ptr) || PyErr_Occurred() || (truth = PyObject_IsTrue(tf32)) < 0 ||
-      (rank = read_ints(shape, t->shape)) < 1 || read_ints(strides, t->strides) != rank || t->strides[rank - 1] != 1) {
+  if (r != 0 || (truth = PyObject_IsTrue(tf32)) < 0 || (rank = read_ints(shape, t->shape)) < 1 ||
+      read_ints(strides, t->strides) != rank || t->strides[rank - 1] != 1) {
     /* Triton asserts the innermost stride is 1, and raises on anything else here itself. */
     PyErr_Clear();
     refuse(err, "tmap_descriptor_invalid", i);
@@ -148,7 +160,8 @@ int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out
   }
   t->base = addr;
   t->rank = (uint32_t)rank;
-  t->nan_padding = PyUnicode_Check(padding) && PyUnicode_CompareWithASCIIString(padding, "nan") == 0;
+  t->nan_padding = padding == st->str_nan ||
+                   (PyUnicode_Check(padding) && PyUnicode_Compare(padding, st->str_nan) == 0);
   t->round_tf32 = truth;
   out[0] = fl_tensor_map(t);
   for (Py_ssize_t d = 0; d < rank; d++) {
@@ -158,7 +171,6 @@ int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out
   rc = 0;
 done:
   Py_XDECREF(base);
-  Py_XDECREF(ptr);
   Py_XDECREF(shape);
   Py_XDECREF(strides);
   Py_XDECREF(padding);
