@@ -110,6 +110,10 @@ def test_tensor_descriptors_match_tritons_own_launcher(tmp_path):
     # launches, served but for each variant's first call and what raises.
     jit = result["jit"]
     assert jit["calls"] == 5000 and jit["differ"] == 0 and jit["served"] >= 4_500, jit
+    # Hostile descriptors (a subclass, numpy sizes, mutated padding, rounding, rank, strides, a base
+    # whose data_ptr() raises, sizes past int32), both forms: the same launches or errors.
+    hostile = result["hostile"]
+    assert hostile["cases"] == 18 and hostile["differ"] == [] and hostile["served"] >= 2, hostile
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 

@@ -109,6 +109,76 @@ def _spec(k, rng, pool_elems):
     return {"shape": shape, "strides": strides, "offset": offset, "padding": padding, "tf32": tf32}
 
 
+def hostile_cases(kernels, stub, TensorDescriptor, flt, torch):
+    """Descriptors a user could hand over, through a compiled kernel and kernel[grid] (sm_90, 2-D
+    fp16): each case's launches (bytes) or exception the same with Triton alone and with fastlaunch."""
+    import numpy as np
+
+    k = next(k for k in kernels if k["arch"] == 90 and k["rank"] == 2 and k["dtype"] == "float16")
+    x = torch.zeros(512, 256, dtype=torch.float16)
+
+    class Sub(TensorDescriptor):  # a subclass: not the exact class the JIT reads itself
+        pass
+
+    class Base:  # a tensor-like base whose data_ptr() raises
+        dtype = torch.float16
+
+        def data_ptr(self):
+            raise ValueError("data_ptr raised")
+
+    def fresh(**kw):
+        d = TensorDescriptor.from_tensor(x, list(k["block"]))
+        for name, v in kw.items():
+            setattr(d, name, v)
+        return d
+
+    cases = {
+        "subclass": lambda: Sub(x, list(x.shape), list(x.stride()), list(k["block"])),
+        "numpy shape": lambda: fresh(shape=[np.int64(512), np.int64(256)]),
+        "padding NaN (case)": lambda: fresh(padding="NaN"),
+        "tf32 as int on fp16": lambda: fresh(round_f32_to_tf32=1),
+        "rank 3 for a rank-2 kernel": lambda: fresh(shape=[2, 256, 256], strides=[65536, 256, 1]),
+        "inner stride 2": lambda: fresh(strides=[256, 2]),
+        "base whose data_ptr raises": lambda: fresh(base=Base()),
+        "strides as a tuple": lambda: fresh(strides=(256, 1)),
+        "shape past int32": lambda: fresh(shape=[2**31 + 8, 256]),
+    }
+    sizes = ([128] + [4] * 2 + [8] * 2) * 2 + [4, 8, 8]
+    out = {"cases": 0, "differ": [], "served": 0}
+    for name, make in cases.items():
+        for form in ("compiled", "jit"):
+            sides = []
+            for enabled in (False, True):
+                (flt.enable if enabled else flt.disable)()
+                da, db = make(), fresh()
+                stub.record(0, sizes)
+                before, fast0 = stub.state.calls, _fast(k, form)
+                try:
+                    (k["ck"][(2, 1, 1)] if form == "compiled" else k["fn"][(2, 1, 1)])(da, db, 7)
+                    exc = None
+                except Exception as e:  # noqa: BLE001  (compared by type and message)
+                    exc = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                launched = stub.state.calls - before
+                sides.append((launched, exc, stub.param_bytes() if launched else b""))
+                if enabled:
+                    out["served"] += _fast(k, form) > fast0
+            out["cases"] += 1
+            if sides[0] != sides[1]:
+                out["differ"].append([name, form, repr(sides[0])[:200], repr(sides[1])[:200]])
+    flt.disable()
+    return out
+
+
+def _fast(k, form):
+    from fastlaunch import triton_compiled as tc
+
+    if form == "compiled":
+        launch = tc.launch_of(k["ck"])
+        return launch.counts()["fast"] if launch else 0
+    run = vars(k["fn"]).get("run")
+    return dict(run.counts)["fast"] if hasattr(run, "counts") else 0
+
+
 def main(argv):
     calls = int(argv[0]) if argv else 10_000
     seed = int(argv[1]) if len(argv) > 1 else 20261207
@@ -229,6 +299,8 @@ def main(argv):
     jit_differ = sum(1 for a, b in zip(triton_side, fast_side) if a != b)
     result["jit"] = {"calls": len(jit_plan), "differ": jit_differ, "served": jit_served, "stock_reasons": jit_reasons}
     result["differ"] += jit_differ
+    result["hostile"] = hostile_cases(kernels, stub, TensorDescriptor, flt, torch)
+    result["differ"] += len(result["hostile"]["differ"])
     result["kernels"] = len(kernels)
     print(json.dumps(result))
     return 0 if result["differ"] == 0 and result["calls"] >= calls else 1
