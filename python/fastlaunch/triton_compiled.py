@@ -180,19 +180,21 @@ def _plan(kernel, parse_first=False):
         raise FastLaunchPlanUnavailable("compiled_tuple_parameters")
     backend = _state["backend"] or ("hip" if is_hip(kernel.metadata) else "cuda")
     ignore = [i for i in range(nparams) if i not in set(used)]
-    scratch = None
-    if abi.global_scratch_size > 0:
-        from triton.runtime import _allocation
-
-        if abi.profile_scratch_size > 0 or not hasattr(_allocation, "_allocator"):
-            raise FastLaunchPlanUnavailable(f"global_scratch_required:{abi.global_scratch_size}")
-        align = int(getattr(kernel.metadata, "global_scratch_align", 1) or 1)
-        scratch = (_allocation._allocator, abi.global_scratch_size, align, _ctas(kernel.metadata), abi.hidden_ptrs)
+    scratch = scratch_of(kernel, abi)
     plan = plan_from_compiled(kernel, backend=backend, name=fn.__name__, ignore=ignore, scratch_args=scratch is not None,
                               descriptors=True)
     return dispatcher, plan, scratch
 
 
-def _ctas(metadata):
-    """num_ctas as Triton's launcher multiplies the scratch size by it (its metadata's num_ctas)."""
-    return int(getattr(metadata, "num_ctas", 1) or 1)
+def scratch_of(kernel, abi):
+    """(allocator ContextVar, bytes per CTA, alignment, num_ctas, trailing pointers) for a kernel whose
+    metadata asks for global scratch, as Triton's launcher allocates it; None for one that does not."""
+    if abi.global_scratch_size <= 0:
+        return None
+    from triton.runtime import _allocation
+
+    if abi.profile_scratch_size > 0 or not hasattr(_allocation, "_allocator"):
+        raise FastLaunchPlanUnavailable(f"global_scratch_required:{abi.global_scratch_size}")
+    align = int(getattr(kernel.metadata, "global_scratch_align", 1) or 1)
+    ctas = int(getattr(kernel.metadata, "num_ctas", 1) or 1)
+    return (_allocation._allocator, abi.global_scratch_size, align, ctas, abi.hidden_ptrs)

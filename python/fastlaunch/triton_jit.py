@@ -539,7 +539,7 @@ class _Policy:
         keep += tuple(v for k, v in kwargs.items() if k not in bound)
         keep += tuple(getattr(v, "dtype", None) for v in bound.values() if hasattr(v, "data_ptr"))
         try:
-            plan, positions = self._plan(kernel)
+            plan, positions, scratch = self._plan(kernel)
         except FastLaunchPlanUnavailable as exc:
             d._insert(key, kernel, None, (), None, keep, exc.reason)
             log.debug("fastlaunch: %s variant refused: %s", self.fn.__name__, exc.reason)
@@ -549,22 +549,23 @@ class _Policy:
         if callable(grid) and not isinstance(grid, (tuple, list)):
             spec = self._grid_spec(grid, bound)
         try:
-            d._insert(key, kernel, plan, positions, spec, keep, None)
+            d._insert(key, kernel, plan, positions, spec, keep, None, scratch)
         except FastLaunchPlanUnavailable:
-            d._insert(key, kernel, plan, positions, None, keep, None)  # the grid is called instead
+            d._insert(key, kernel, plan, positions, None, keep, None, scratch)  # the grid is called instead
         d.invalidate()  # used_global_vals and the grid's guards enter the watched set
         triton_compiled.serve_run(kernel)  # kernel.run(...) called directly on what kernel[grid] returned
 
     def _plan(self, kernel):
         from fastlaunch.triton_plan import abi_of, is_hip, jit_positions, plan_from_compiled
 
-        abi = abi_of(kernel)
-        params = [p.name for p in self.fn.params]
-        if not all(isinstance(p, int) and 0 <= p < len(params) for p, _ in abi.positions):
+        abi, nparams = abi_of(kernel), len(self.fn.params)
+        if not all(isinstance(p, int) and 0 <= p < nparams for p, _ in abi.positions):
             raise FastLaunchPlanUnavailable("signature_positions_unrecognised")
         backend = self.backend or ("hip" if is_hip(kernel.metadata) else "cuda")
-        plan = plan_from_compiled(kernel, backend=backend, name=self.fn.__name__, descriptors=True)
-        return plan, jit_positions(abi.positions)
+        scratch = triton_compiled.scratch_of(kernel, abi) if backend == "cuda" else None
+        plan = plan_from_compiled(kernel, backend=backend, name=self.fn.__name__, descriptors=True,
+                                  scratch_args=scratch is not None)
+        return plan, jit_positions(abi.positions) + ((-1, -1),) * (scratch[4] if scratch else 0), scratch
 
     def pre_run_kwargs(self, kwargs):
         """Adds to a call's keywords what Triton's run adds before its pre-run hooks see them

@@ -20,33 +20,6 @@ int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t n
   return rc;
 }
 
-/* The buffer's address as Triton's launcher reads its scratch pointers (extractPointer): None is 0,
- * an int is itself, anything else its data_ptr(), which must give an int; with Triton's errors.
- * (Its device check, cuPointerGetAttribute, is the driver's own: a buffer an allocator made in host
- * memory is the allocator's bug, launched here as given.) 0, or -1 with an exception. */
-static int buffer_address(PyObject *obj, uint64_t *addr) {
-  *addr = 0;
-  if (obj == Py_None) return 0;
-  PyObject *ptr = PyLong_Check(obj) ? Py_NewRef(obj) : NULL;
-  if (!ptr) {
-    ptr = PyObject_CallMethod(obj, "data_ptr", NULL);
-    if (!ptr) {
-      PyErr_SetString(PyExc_TypeError, "Pointer argument must be either uint64 or have data_ptr method");
-      return -1;
-    }
-    if (!PyLong_Check(ptr)) {
-      Py_DECREF(ptr);
-      PyErr_SetString(PyExc_TypeError, "data_ptr method of Pointer object must return 64-bit int");
-      return -1;
-    }
-  }
-  unsigned long long v = PyLong_AsUnsignedLongLong(ptr);
-  Py_DECREF(ptr);
-  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-  *addr = v;
-  return 0;
-}
-
 int fl_compiled_scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t stream, PyObject *stream_obj,
                                PyObject *const *args, size_t nargs) {
   fl_PlanObject *plan = (fl_PlanObject *)L->plan;
@@ -66,30 +39,10 @@ int fl_compiled_scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t str
     rc = 1;
     goto done;
   }
-  /* Triton: allocator.get()(grid_x * grid_y * grid_z * num_ctas * size, align, stream). */
-  unsigned __int128 size = (unsigned __int128)(uint64_t)g[0] * (uint64_t)g[1] * (uint64_t)g[2] * L->scratch_ctas *
-                           L->scratch_size;
-  PyObject *alloc = NULL, *buf = NULL;
-  if (PyContextVar_Get(L->scratch_var, NULL, &alloc) < 0 || !alloc) {
-    rc = -1;
-    goto done;
-  }
-  PyObject *sz = size > UINT64_MAX ? NULL : PyLong_FromUnsignedLongLong((uint64_t)size);
-  PyObject *al = sz ? PyLong_FromUnsignedLongLong(L->scratch_align) : NULL;
-  PyObject *so = al ? (stream_obj ? Py_NewRef(stream_obj) : PyLong_FromUnsignedLongLong(stream)) : NULL;
-  if (so) {
-    PyObject *argv[3] = {sz, al, so};
-    buf = PyObject_Vectorcall(alloc, argv, 3, NULL);
-  } else if (!sz && !PyErr_Occurred()) {
-    PyErr_SetString(PyExc_OverflowError, "global scratch size exceeds 64 bits");
-  }
-  Py_XDECREF(sz);
-  Py_XDECREF(al);
-  Py_XDECREF(so);
-  Py_DECREF(alloc);
+  PyObject *buf = NULL;
   uint64_t addr = 0;
-  if (!buf || buffer_address(buf, &addr) < 0) {
-    Py_XDECREF(buf);
+  if (fl_ext_scratch_alloc(L->scratch_var, L->scratch_size, L->scratch_align, L->scratch_ctas, g, stream, stream_obj,
+                           &buf, &addr) < 0) {
     rc = -1;
     goto done;
   }

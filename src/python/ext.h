@@ -230,6 +230,13 @@ typedef struct {
 int fl_ext_parse_tensor_maps(PyObject *obj, fl_tensor_map_meta *metas, size_t *n);
 /* a->tmap_index and tmap_rank from the plan's kinds and metas. 0, or -1 with MemoryError. */
 int fl_ext_args_tmaps(fl_ext_args *a, const fl_tensor_map_meta *metas, size_t n);
+/* ---- scratch.c ---- */
+/* The global scratch of a launch (grid g): the allocator in ContextVar `var` called as Triton calls
+ * it, *buf the buffer (held by the caller until the launch returns), *addr its address. 0, or -1
+ * with an exception (the allocator's own; Triton's errors for a buffer without an address). */
+int fl_ext_scratch_alloc(PyObject *var, uint64_t size, uint64_t align, unsigned ctas, const int64_t g[3],
+                         uint64_t stream, PyObject *stream_obj, PyObject **buf, uint64_t *addr);
+
 /* tensor_descriptor_type(cls): the class the JIT's key reads as a descriptor (None: none). */
 PyObject *fl_ext_set_tensor_desc_type(PyObject *module, PyObject *cls);
 

@@ -155,13 +155,42 @@ static inline int current_stream(JitObject *self, int32_t device, uint64_t *stre
 
 /* ---- the call ---- */
 
+/* A launch of an entry with global scratch: the values checked, then the allocator called as
+ * Triton's launcher calls it (Python code runs), the buffer's address in the first trailing pointer,
+ * the launch, the buffer dropped. As launch_entry; -1 also for the allocator's exception. */
+static FL_EXT_COLD int launch_scratch(JitObject *self, const jit_entry *e, fl_value *values, uint64_t stream,
+                                      const int64_t grid[3], fl_error *err) {
+  fl_abi abi = fl_plan_abi(e->plan->plan);
+  for (size_t i = 0; i + e->nhidden < e->nabi; i++) { /* refused now: Triton's, the allocator not called */
+    uint64_t slot[4];
+    if (e->plan->args.kinds[i] != FL_KIND_PTR && e->plan->args.kinds[i] != FL_KIND_TMAP &&
+        fl_pack_value(abi, e->plan->args.kinds[i], &values[i], slot, i, err) != FL_OK)
+      return 1;
+  }
+  PyObject *buf;
+  uint64_t addr;
+  if (fl_ext_scratch_alloc(e->scratch_var, e->scratch_size, e->scratch_align, e->scratch_ctas, grid, stream, NULL,
+                           &buf, &addr) < 0)
+    return -1;
+  values[e->nabi - e->nhidden] = fl_ptr((const void *)(uintptr_t)addr);
+  int r = fl_launch(e->plan->plan, stream, values, e->nabi, grid, err) == FL_OK ? 0 : err->backend_submitted ? -1 : 1;
+  if (r < 0) fl_ext_raise(self->state, err);
+  Py_DECREF(buf);
+  return r;
+}
+
 /* Launches through the entry's plan with the values the key pass read: 0 launched; 1 refused
- * before the boundary (err); -1 with an exception (after the boundary). No Python code runs here. */
+ * before the boundary (err); -1 with an exception (after the boundary). No Python code runs here,
+ * but an entry's allocator for its global scratch (launch_scratch). */
 static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *vals, uint64_t stream,
                         const int64_t grid[3], fl_error *err) {
   fl_value values[JIT_MAX_PARAMS];
   const fl_ext_args *spec = &e->plan->args;
   for (size_t i = 0; i < e->nabi; i++) {
+    if (FL_EXT_UNLIKELY(e->abi_param[i] < 0)) { /* a trailing scratch pointer: none, or the buffer */
+      values[i] = fl_none();
+      continue;
+    }
     int32_t at = vals->start[e->abi_param[i]] + (e->abi_member[i] > 0 ? e->abi_member[i] : 0);
     if (FL_EXT_UNLIKELY(vals->start[e->abi_param[i]] < 0 || (size_t)at >= vals->n)) {
       snprintf(err->reason, sizeof err->reason, "arg_layout_changed:%zu", i);
@@ -174,6 +203,7 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
     }
     values[i] = vals->v[at];
   }
+  if (FL_EXT_UNLIKELY(e->scratch_var != NULL)) return launch_scratch(self, e, values, stream, grid, err);
   if (fl_launch(e->plan->plan, stream, values, e->nabi, grid, err) == FL_OK) return 0;
   if (err->backend_submitted) {
     fl_ext_raise(self->state, err);
@@ -350,8 +380,8 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
     goto done;
   }
   if (computed) grid = computed; /* readable and the mapping untouched: what Triton gets if the plan refuses */
-  if (hooked) {
-    res = hooked_launch(self, e, &b, &vals, &again, grid, stream, g);
+  if (hooked) { /* with scratch: Triton allocates before the enter hook, so the call is Triton's */
+    res = e->scratch_var ? STOCK("launch_hooks_with_scratch", NULL) : hooked_launch(self, e, &b, &vals, &again, grid, stream, g);
     goto done;
   }
   const jit_values *launch = &vals;

@@ -208,6 +208,11 @@ typedef struct jit_entry {
   grid_source *grid_src;
   PyObject *grid_tried; /* the code of the callable grid last traced for it and not compiled, or NULL */
   uint8_t grid_learned; /* grid programs learned after binding (a call site alternating lambdas stops at 4) */
+  /* Global scratch (scratch.c): the allocator's ContextVar, bytes per CTA, alignment, num_ctas; the
+   * plan's last nhidden runtime arguments are the launcher's trailing pointers (positions -1). */
+  PyObject *scratch_var;
+  uint64_t scratch_size, scratch_align;
+  unsigned scratch_ctas, nhidden;
 } jit_entry;
 
 /* The last fast call's form (jit_key.c): while calls come with the same keyword names (the tuple

@@ -60,13 +60,24 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   return (PyObject *)self;
 }
 
-/* _insert(key, kernel, plan_or_None, positions, grid_spec_or_None, keep, refusal_or_None) */
+/* _insert(key, kernel, plan_or_None, positions, grid_spec_or_None, keep, refusal_or_None, scratch=None):
+ * scratch (ContextVar, bytes per CTA, alignment, num_ctas, trailing pointers), whose positions are (-1, -1). */
 static PyObject *jit_insert(PyObject *op, PyObject *args) {
   JitObject *self = (JitObject *)op;
-  PyObject *key, *kernel, *plan, *positions, *grid_spec, *keep, *refusal;
-  if (!PyArg_ParseTuple(args, "O!OOO!OO!O:_insert", &PyBytes_Type, &key, &kernel, &plan, &PyTuple_Type, &positions,
-                        &grid_spec, &PyTuple_Type, &keep, &refusal))
+  PyObject *key, *kernel, *plan, *positions, *grid_spec, *keep, *refusal, *scratch = Py_None;
+  if (!PyArg_ParseTuple(args, "O!OOO!OO!O|O:_insert", &PyBytes_Type, &key, &kernel, &plan, &PyTuple_Type, &positions,
+                        &grid_spec, &PyTuple_Type, &keep, &refusal, &scratch))
     return NULL;
+  PyObject *var = NULL;
+  unsigned long long ssize = 0, salign = 0;
+  unsigned sctas = 0;
+  Py_ssize_t nhidden = 0;
+  if (scratch != Py_None &&
+      (!PyArg_ParseTuple(scratch, "OKKIn:_insert scratch", &var, &ssize, &salign, &sctas, &nhidden) ||
+       !PyContextVar_CheckExact(var) || nhidden < 1 || nhidden > PyTuple_GET_SIZE(positions) || plan == Py_None)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "scratch: (ContextVar, size, align, num_ctas, nhidden)");
+    return NULL;
+  }
   Py_ssize_t nbytes = PyBytes_GET_SIZE(key);
   if (nbytes % 8 || nbytes == 0 || nbytes > JIT_MAX_KEY * 8) return PyErr_Format(PyExc_ValueError, "key: not a key");
   if (plan != Py_None && !PyObject_TypeCheck(plan, self->state->plan_type))
@@ -99,9 +110,13 @@ static PyObject *jit_insert(PyObject *op, PyObject *args) {
   e->plan = plan == Py_None ? NULL : (fl_PlanObject *)Py_NewRef(plan);
   if (!e->plan && !e->refusal) e->refusal = PyUnicode_FromString("refused");
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
+  e->scratch_var = Py_XNewRef(var);
+  e->scratch_size = ssize, e->scratch_align = salign, e->scratch_ctas = sctas, e->nhidden = (unsigned)nhidden;
   for (size_t i = 0; i < e->nabi; i++) {
     int p, m;
-    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(positions, (Py_ssize_t)i), "ii:position", &p, &m) || p < 0 || p >= np) {
+    int hidden = i >= e->nabi - (size_t)nhidden && nhidden > 0; /* the launcher's trailing pointers: (-1, -1) */
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(positions, (Py_ssize_t)i), "ii:position", &p, &m) ||
+        (hidden ? p != -1 : (p < 0 || p >= np))) {
       if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "positions[%zu]: parameter out of range", i);
       fl_jit_entry_free(e);
       return NULL;
@@ -109,7 +124,7 @@ static PyObject *jit_insert(PyObject *op, PyObject *args) {
     e->abi_param[i] = p;
     e->abi_member[i] = m;
   }
-  if (e->plan && fl_jit_memo_entry(e, np, self->param_const) < 0) {
+  if (e->plan && !e->scratch_var && fl_jit_memo_entry(e, np, self->param_const) < 0) {
     fl_jit_entry_free(e);
     return NULL;
   }

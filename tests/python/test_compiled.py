@@ -118,7 +118,8 @@ def test_tensor_descriptors_match_tritons_own_launcher(tmp_path):
 
 
 def test_global_scratch_matches_tritons_launcher_and_allocator(tmp_path):
-    """Kernels that need global scratch (device-side descriptors) through a kept compiled kernel:
+    """Kernels that need global scratch (device-side descriptors) through a kept compiled kernel and
+    kernel[grid]:
     2,000 random calls (grids, values, 6 kernels) with triton.set_allocator's allocator, without one,
     with one that raises and one whose buffer has no address: the same launches (the buffer's
     address in the trailing pointer) and the same allocator calls (size = programs x num_ctas x the
@@ -130,4 +131,6 @@ def test_global_scratch_matches_tritons_launcher_and_allocator(tmp_path):
     assert result["calls"] == 2000 and result["differ"] == 0, result
     assert result["served"] >= 1700 and result["raised"] >= 40 and result["allocator_calls"] >= 1800, result
     assert result["plan_reasons"] == [None] * 6, result
+    # The same 2,000 calls as kernel[grid](...): the JIT dispatcher's launches and allocator calls.
+    assert result["jit"]["calls"] == 2000 and result["jit"]["differ"] == 0 and result["jit"]["served"] >= 1700, result
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -71,21 +71,23 @@ def main(argv):
     null = getattr(_allocation, "_NULL_ALLOCATOR", None) or _allocation.NullAllocator()  # what "no allocator" is
     x = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}
     y = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}
-    kernels = []
+    kernels, jit_calls = [], {}  # each compiled kernel, and its kernel[grid] form
     for dt in (torch.float16, torch.float32):
         for bm, bn in ((16, 64), (64, 32)):
             kernels.append((copy2[(1,)](x[dt], y[dt], 256, 64, BLOCK_M=bm, BLOCK_N=bn), 2, dt))
+            jit_calls[id(kernels[-1][0])] = (copy2, {"BLOCK_M": bm, "BLOCK_N": bn})
         kernels.append((copy1[(1,)](x[dt], y[dt], 256, BLOCK=64), 1, dt))
+        jit_calls[id(kernels[-1][0])] = (copy1, {"BLOCK": 64})
     sizes = {1: [8, 8, 4, 8, 8], 2: [8, 8, 4, 4, 8, 8]}
     plan = []
     for i in range(calls):
         ck, rank, dt = rng.choice(kernels)
         grid = (rng.choice([0, 1, 3, 8, 100]), rng.choice([1, 2]), 1)
         how = rng.choices(["plain", "none", "raises", "addressless"], [0.94, 0.02, 0.02, 0.02])[0]
-        scalars = [rng.choice([1, 16, 255, 256])] * rank
+        scalars = [rng.choice([16, 255, 256, 17])] * rank  # not 1: the JIT drops an int 1
         plan.append((ck, rank, dt, grid, scalars, how))
 
-    def run_one(item):
+    def run_one(item, jit=False):
         ck, rank, dt, grid, scalars, how = item
         del allocs[:]
         token = _allocation._allocator.set({"plain": allocator, "raises": raising, "addressless": addressless,
@@ -94,7 +96,11 @@ def main(argv):
         before = stub.state.calls
         exc = None
         try:
-            ck[grid](x[dt], y[dt], *scalars)
+            if jit:
+                fn, consts = jit_calls[id(ck)]
+                fn[grid](x[dt], y[dt], *scalars, **consts)
+            else:
+                ck[grid](x[dt], y[dt], *scalars)
         except Exception as e:  # noqa: BLE001  (compared by type and message)
             exc = f"{type(e).__name__}: {e}"
         _allocation._allocator.reset(token)
@@ -110,12 +116,25 @@ def main(argv):
     reasons = [tc.launch_of(k).reason for k, _, _ in kernels if tc.launch_of(k)]
     flt.disable()
     differ = [(item[5], a, b) for item, a, b in zip(plan, triton_side, fast_side) if a != b]
+    # kernel[grid] of the same kernels: the JIT dispatcher's launches against Triton's JIT alone.
+    jit_triton = [run_one(item, jit=True) for item in plan]
+    flt.enable()
+    for item in plan[:40]:
+        run_one(item, jit=True)  # each variant's first call is Triton's (it compiles), made first
+    fns = {copy1, copy2}
+    jfast0 = sum(dict(vars(f)["run"].counts)["fast"] for f in fns)
+    jit_fast = [run_one(item, jit=True) for item in plan]
+    jit_served = sum(dict(vars(f)["run"].counts)["fast"] for f in fns) - jfast0
+    flt.disable()
+    jit_differ = [(item[5], a, b) for item, a, b in zip(plan, jit_triton, jit_fast) if a != b]
     out = {"calls": len(plan), "differ": len(differ), "first_differ": [repr(d)[:400] for d in differ[:3]],
            "served": served, "raised": sum(1 for a in triton_side if a[1]),
            "allocator_calls": sum(len(a[3]) for a in triton_side), "plan_reasons": reasons,
-           "scratch_sizes": sorted({int(k.metadata.global_scratch_size) for k, _, _ in kernels})}
+           "scratch_sizes": sorted({int(k.metadata.global_scratch_size) for k, _, _ in kernels}),
+           "jit": {"calls": len(plan), "differ": len(jit_differ), "first_differ": [repr(d)[:400] for d in jit_differ[:3]],
+                   "served": jit_served}}
     print(json.dumps(out))
-    return 0 if not differ and served > 0 else 1
+    return 0 if not differ and not jit_differ and served > 0 and jit_served > 0 else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,57 @@
+/* scratch.c: global scratch as Triton's launcher gets it for a kernel whose metadata asks for it:
+ * the allocator triton.set_allocator set (its ContextVar, read per call) called with the launch's
+ * size (programs x num_ctas x bytes per CTA), alignment and stream, and the buffer's address read as
+ * the launcher reads its scratch pointers. For a kept compiled kernel's call (compiled_values.c) and
+ * the JIT's (jit.c). Depends on ext.h only. */
+#include "ext.h"
+
+/* The buffer's address as Triton's launcher reads its scratch pointers (extractPointer): None is 0,
+ * an int is itself, anything else its data_ptr(), which must give an int; with Triton's errors.
+ * (Its device check, cuPointerGetAttribute, is the driver's own: a buffer an allocator made in host
+ * memory is the allocator's bug, launched here as given.) 0, or -1 with an exception. */
+static int buffer_address(PyObject *obj, uint64_t *addr) {
+  *addr = 0;
+  if (obj == Py_None) return 0;
+  PyObject *ptr = PyLong_Check(obj) ? Py_NewRef(obj) : NULL;
+  if (!ptr) {
+    ptr = PyObject_CallMethod(obj, "data_ptr", NULL);
+    if (!ptr) {
+      PyErr_SetString(PyExc_TypeError, "Pointer argument must be either uint64 or have data_ptr method");
+      return -1;
+    }
+    if (!PyLong_Check(ptr)) {
+      Py_DECREF(ptr);
+      PyErr_SetString(PyExc_TypeError, "data_ptr method of Pointer object must return 64-bit int");
+      return -1;
+    }
+  }
+  unsigned long long v = PyLong_AsUnsignedLongLong(ptr);
+  Py_DECREF(ptr);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+  *addr = v;
+  return 0;
+}
+
+int fl_ext_scratch_alloc(PyObject *var, uint64_t size, uint64_t align, unsigned ctas, const int64_t g[3],
+                         uint64_t stream, PyObject *stream_obj, PyObject **buf, uint64_t *addr) {
+  *buf = NULL;
+  unsigned __int128 total = (unsigned __int128)(uint64_t)g[0] * (uint64_t)g[1] * (uint64_t)g[2] * ctas * size;
+  if (total > UINT64_MAX) return PyErr_SetString(PyExc_OverflowError, "global scratch size exceeds 64 bits"), -1;
+  PyObject *alloc = NULL;
+  if (PyContextVar_Get(var, NULL, &alloc) < 0) return -1;
+  if (!alloc) return PyErr_SetString(PyExc_RuntimeError, "no allocator"), -1;
+  PyObject *sz = PyLong_FromUnsignedLongLong((uint64_t)total);
+  PyObject *al = sz ? PyLong_FromUnsignedLongLong(align) : NULL;
+  PyObject *so = al ? (stream_obj ? Py_NewRef(stream_obj) : PyLong_FromUnsignedLongLong(stream)) : NULL;
+  if (so) {
+    PyObject *argv[3] = {sz, al, so};
+    *buf = PyObject_Vectorcall(alloc, argv, 3, NULL);
+  }
+  Py_XDECREF(sz);
+  Py_XDECREF(al);
+  Py_XDECREF(so);
+  Py_DECREF(alloc);
+  if (*buf && buffer_address(*buf, addr) == 0) return 0;
+  Py_CLEAR(*buf);
+  return -1;
+}
