@@ -145,6 +145,11 @@ jit-sanitize: $(PYASAN)/stage/.built
 	  $(VPY) -m fldev.jit_fidelity 3000 5 > build/jit-sanitize.json 2> build/jit-sanitize.log || \
 	  { tail -40 build/jit-sanitize.log; cat build/jit-sanitize.json; exit 1; }
 	@echo "jit under ASan+UBSan: $$(grep -E '"(identical|mismatches)"' build/jit-sanitize.json | tr -d ' \n')"
+	@$(PY_ASAN_RUN) -m fldev.tma_fidelity 2000 3 > build/tma-sanitize.json 2> build/tma-sanitize.log || \
+	  { tail -40 build/tma-sanitize.log; cut -c1-2000 build/tma-sanitize.json; exit 1; }
+	@$(PY_ASAN_RUN) -m fldev.scratch_fidelity 400 3 > build/scratch-sanitize.json 2> build/scratch-sanitize.log || \
+	  { tail -40 build/scratch-sanitize.log; cut -c1-2000 build/scratch-sanitize.json; exit 1; }
+	@echo "descriptors and scratch under ASan+UBSan: $$(cut -c1-60 build/tma-sanitize.json) $$(cut -c1-40 build/scratch-sanitize.json)"
 
 # The dispatcher against callbacks that call back in, under the same build: one check per defect of
 # issue 38 (fldev.reentry_checks), the reentrancy harness (fldev.reentry: every callback point and
