@@ -278,27 +278,36 @@ def main(argv):
         result["served"] += served
         result["versions"].append({"driver": version, "encodes_triton": enc_triton, "encodes_fastlaunch": enc_fast,
                                    "served": served, "stock_reasons": reasons})
-    # kernel[grid] with descriptors (sm_90, what the stand-in device is): the same calls through
-    # Triton's JIT alone and through fastlaunch's dispatcher.
+    # kernel[grid] with descriptors: the same calls through Triton's JIT alone and through fastlaunch's
+    # dispatcher, with the stand-in device answering sm_90, then sm_100 (fresh JITFunctions: Triton
+    # keeps a device's target from its first call).
+    import triton
+
     stub.state.driver_version = 13000
-    jit_plan = [item for item in plan if item[0]["arch"] == 90][: calls // 2]
-    fns = {id(k["fn"]): k["fn"] for k in kernels}
-    flt.disable()
-    triton_side = [run_one(item, jit=True) for item in jit_plan]
-    flt.enable()
-    for item in jit_plan[:50]:  # the first call of each variant is Triton's (it compiles): made once first
-        run_one(item, jit=True)
-    fast0 = sum(dict(fn.run.counts)["fast"] for fn in fns.values() if hasattr(fn.run, "counts"))
-    fast_side = [run_one(item, jit=True) for item in jit_plan]
-    jit_served = sum(dict(fn.run.counts)["fast"] for fn in fns.values() if hasattr(fn.run, "counts")) - fast0
-    jit_reasons = {}
-    for fn in fns.values():
-        for r, c in (dict(fn.run.counts).get("stock_reasons", {}) if hasattr(fn.run, "counts") else {}).items():
-            jit_reasons[r] = jit_reasons.get(r, 0) + c
-    flt.disable()
-    jit_differ = sum(1 for a, b in zip(triton_side, fast_side) if a != b)
-    result["jit"] = {"calls": len(jit_plan), "differ": jit_differ, "served": jit_served, "stock_reasons": jit_reasons}
-    result["differ"] += jit_differ
+    driver = triton.runtime.driver.active
+    jit_result = {"calls": 0, "differ": 0, "served": 0, "stock_reasons": {}, "archs": []}
+    for arch in (90, 100):
+        driver.get_device_capability = lambda device=None, a=arch: (a // 10, 0)
+        fresh = {rank: triton.jit(fn.fn) for rank, fn in _kernels(triton, None).items()}
+        arch_plan = [(dict(item[0], fn=fresh[item[0]["rank"]]),) + item[1:] for item in plan
+                     if item[0]["arch"] == arch][: calls // 4]
+        flt.disable()
+        triton_side = [run_one(item, jit=True) for item in arch_plan]
+        flt.enable()
+        fast0 = sum(_fast({"fn": f}, "jit") for f in fresh.values())
+        fast_side = [run_one(item, jit=True) for item in arch_plan]
+        jit_result["served"] += sum(_fast({"fn": f}, "jit") for f in fresh.values()) - fast0
+        for fn in fresh.values():
+            run = vars(fn).get("run")
+            for r, c in (dict(run.counts).get("stock_reasons", {}) if hasattr(run, "counts") else {}).items():
+                jit_result["stock_reasons"][r] = jit_result["stock_reasons"].get(r, 0) + c
+        flt.disable()
+        jit_result["calls"] += len(arch_plan)
+        jit_result["differ"] += sum(1 for a, b in zip(triton_side, fast_side) if a != b)
+        jit_result["archs"].append(arch)
+    driver.get_device_capability = lambda device=None: (9, 0)
+    result["jit"] = jit_result
+    result["differ"] += jit_result["differ"]
     result["hostile"] = hostile_cases(kernels, stub, TensorDescriptor, flt, torch)
     result["differ"] += len(result["hostile"]["differ"])
     result["kernels"] = len(kernels)
