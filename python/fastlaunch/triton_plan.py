@@ -161,6 +161,10 @@ def _descriptor(name, ty, meta, maps_out):
         raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{name}:{ty}")
     if meta.get("is_im2col") or not all(k in meta for k in ("swizzle", "elem_size", "elem_type", "block_size")):
         raise FastLaunchPlanUnavailable(f"tensor_descriptor_unsupported:{name}:{'im2col' if meta.get('is_im2col') else 'meta'}")
+    if not descriptors_encoded_as_3_7():
+        # Triton 3.5 and 3.6 encode otherwise (no TF32, no fix-up for older drivers, the doubled FP4 size
+        # passed on): their descriptors stay Triton's.
+        raise FastLaunchPlanUnavailable(f"tensor_descriptor_unsupported:{name}:triton_before_3_7")
     block = [int(b) for b in meta["block_size"]]
     maps_out.append((int(meta["swizzle"]), int(meta["elem_size"]), int(meta["elem_type"]), block,
                      bool(meta.get("fp4_padded", False))))
@@ -316,3 +320,21 @@ def jit_positions(positions):
         run = run + 1 if m == "desc" else 0
         out.append((p, run if m == "desc" else -1 if m is None else m))
     return tuple(out)
+
+
+def descriptors_encoded_as_3_7() -> bool:
+    """Whether the Triton in use encodes host-side descriptors as 3.7 to 3.9 do (what the cuda
+    backend's encode follows): its NVIDIA driver calls fill_tma_descriptor_tiled (read once)."""
+    if _encodes_as_3_7[0] is None:
+        try:
+            import inspect
+
+            from triton.backends.nvidia import driver as nv
+
+            _encodes_as_3_7[0] = "fill_tma_descriptor_tiled" in inspect.getsource(nv)
+        except (ImportError, OSError, TypeError):
+            _encodes_as_3_7[0] = False
+    return _encodes_as_3_7[0]
+
+
+_encodes_as_3_7 = [None]

@@ -103,6 +103,10 @@ def test_tensor_descriptors_match_tritons_own_launcher(tmp_path):
     result = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert result["calls"] == 20_000 and result["differ"] == 0, result
     assert result["kernels"] == 40 and result["raised"] >= 200, result
+    if not result["served_here"]:  # Triton 3.5 and 3.6 encode otherwise: every call Triton's, the same
+        assert result["served"] == 0 and result["jit"]["served"] == 0, result
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return
     for v in result["versions"]:
         # Served but for what raises; a descriptor met again is encoded once (the memo's hits).
         assert v["served"] >= 9_000 and v["encodes_fastlaunch"] < v["encodes_triton"] // 2, v
