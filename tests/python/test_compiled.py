@@ -126,7 +126,8 @@ def test_global_scratch_matches_tritons_launcher_and_allocator(tmp_path):
     """Kernels that need global scratch (device-side descriptors) through a kept compiled kernel and
     kernel[grid]:
     2,000 random calls (grids, values, 6 kernels) with triton.set_allocator's allocator, without one,
-    with one that raises and one whose buffer has no address: the same launches (the buffer's
+    with one that raises, one whose buffer has no address, one that disables and enables fastlaunch
+    (its tables dropped mid-call) and one that launches the kernel again from inside the call: the same launches (the buffer's
     address in the trailing pointer) and the same allocator calls (size = programs x num_ctas x the
     metadata's size, alignment, stream, count), the same errors with nothing launched, and the calls
     that launch served: tools/fldev/scratch_fidelity.py."""
@@ -137,5 +138,7 @@ def test_global_scratch_matches_tritons_launcher_and_allocator(tmp_path):
     assert result["served"] >= 1700 and result["raised"] >= 40 and result["allocator_calls"] >= 1800, result
     assert result["plan_reasons"] == [None] * 6, result
     # The same 2,000 calls as kernel[grid](...): the JIT dispatcher's launches and allocator calls.
-    assert result["jit"]["calls"] == 2000 and result["jit"]["differ"] == 0 and result["jit"]["served"] >= 1700, result
+    # (An allocator that disables and enables fastlaunch drops the dispatchers: each variant's next
+    # call is Triton's again, so fewer are served here than through the kept kernels.)
+    assert result["jit"]["calls"] == 2000 and result["jit"]["differ"] == 0 and result["jit"]["served"] >= 1300, result
     assert proc.returncode == 0, proc.stderr[-2000:]

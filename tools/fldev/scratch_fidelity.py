@@ -63,6 +63,25 @@ def main(argv):
         allocs.append(("raises", size))
         raise MemoryError("the allocator is out of memory")
 
+    def toggles(size, align, stream):  # disables fastlaunch mid-call (its tables dropped), then enables it
+        allocs.append(("toggles", size))
+        from fastlaunch import triton_jit
+
+        if triton_jit._state["enabled"]:
+            flt.disable()
+            flt.enable()
+        return pool[0]
+
+    def launches(size, align, stream):  # launches another kernel from inside the call
+        allocs.append(("launches", size))
+        inner = _allocation._allocator.set(allocator)  # the nested kernel needs scratch too
+        try:
+            ck, args = nested[0]  # the call's own kernel, once more (its parameters as recorded)
+            ck[(1, 1, 1)](*args)
+        finally:
+            _allocation._allocator.reset(inner)
+        return pool[1]
+
     def addressless(size, align, stream):
         allocs.append(("no address", size))
         return object()
@@ -71,6 +90,7 @@ def main(argv):
     null = getattr(_allocation, "_NULL_ALLOCATOR", None) or _allocation.NullAllocator()  # what "no allocator" is
     x = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}
     y = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}
+    nested = [None]  # the kernel the "launches" allocator launches (a kept one, set below)
     kernels, jit_calls = [], {}  # each compiled kernel, and its kernel[grid] form
     for dt in (torch.float16, torch.float32):
         for bm, bn in ((16, 64), (64, 32)):
@@ -83,7 +103,8 @@ def main(argv):
     for i in range(calls):
         ck, rank, dt = rng.choice(kernels)
         grid = (rng.choice([0, 1, 3, 8, 100]), rng.choice([1, 2]), 1)
-        how = rng.choices(["plain", "none", "raises", "addressless"], [0.94, 0.02, 0.02, 0.02])[0]
+        how = rng.choices(["plain", "none", "raises", "addressless", "toggles", "launches"],
+                          [0.90, 0.02, 0.02, 0.02, 0.02, 0.02])[0]
         scalars = [rng.choice([16, 255, 256, 17])] * rank  # not 1: the JIT drops an int 1
         plan.append((ck, rank, dt, grid, scalars, how))
 
@@ -91,7 +112,8 @@ def main(argv):
         ck, rank, dt, grid, scalars, how = item
         del allocs[:]
         token = _allocation._allocator.set({"plain": allocator, "raises": raising, "addressless": addressless,
-                                            "none": null}[how])
+                                            "toggles": toggles, "launches": launches, "none": null}[how])
+        nested[0] = (ck, (x[dt], y[dt], *scalars, *jit_calls[id(ck)][1].values()))
         stub.record(0, sizes[rank])
         before = stub.state.calls
         exc = None
@@ -107,13 +129,31 @@ def main(argv):
         launched = stub.state.calls - before
         return launched, exc, stub.param_bytes() if launched else b"", list(allocs)
 
+    def counted(item, jit=False):
+        """The call, and whether fastlaunch served it (its counter's object may be new: the "toggles"
+        allocator disables and enables fastlaunch, which drops every launch and dispatcher)."""
+        def fast():
+            if jit:
+                run = vars(jit_calls[id(item[0])][0]).get("run")
+                return (id(run), dict(run.counts)["fast"]) if hasattr(run, "counts") else (None, 0)
+            launch = tc.launch_of(item[0])
+            return (id(launch), launch.counts()["fast"]) if launch is not None else (None, 0)
+        before = fast()
+        out = run_one(item, jit)
+        after = fast()
+        served_calls[0] += after[1] - (before[1] if after[0] == before[0] else 0) > 0
+        return out
+
+    served_calls = [0]
     flt.disable()
     triton_side = [run_one(item) for item in plan]
     flt.enable()
-    fast0 = sum(tc.launch_of(k).counts()["fast"] for k, _, _ in kernels if tc.launch_of(k))
-    fast_side = [run_one(item) for item in plan]
-    served = sum(tc.launch_of(k).counts()["fast"] for k, _, _ in kernels if tc.launch_of(k)) - fast0
-    reasons = [tc.launch_of(k).reason for k, _, _ in kernels if tc.launch_of(k)]
+    fast_side = [counted(item) for item in plan]
+    served, served_calls[0] = served_calls[0], 0
+    for k, _, dt in kernels:  # each kernel's launch made now (the "toggles" allocator may have dropped it)
+        if tc.launch_of(k) is None:
+            tc._attach(k)
+    reasons = [tc.launch_of(k).reason for k, _, _ in kernels]
     flt.disable()
     differ = [(item[5], a, b) for item, a, b in zip(plan, triton_side, fast_side) if a != b]
     # kernel[grid] of the same kernels: the JIT dispatcher's launches against Triton's JIT alone.
@@ -121,10 +161,8 @@ def main(argv):
     flt.enable()
     for item in plan[:40]:
         run_one(item, jit=True)  # each variant's first call is Triton's (it compiles), made first
-    fns = {copy1, copy2}
-    jfast0 = sum(dict(vars(f)["run"].counts)["fast"] for f in fns)
-    jit_fast = [run_one(item, jit=True) for item in plan]
-    jit_served = sum(dict(vars(f)["run"].counts)["fast"] for f in fns) - jfast0
+    jit_fast = [counted(item, jit=True) for item in plan]
+    jit_served = served_calls[0]
     flt.disable()
     jit_differ = [(item[5], a, b) for item, a, b in zip(plan, jit_triton, jit_fast) if a != b]
     out = {"calls": len(plan), "differ": len(differ), "first_differ": [repr(d)[:400] for d in differ[:3]],
