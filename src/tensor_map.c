@@ -76,6 +76,8 @@ static fl_status read_value(const fl_value *value, const fl_tensor_map_meta *met
   const fl_tensor_map_value *v = (const fl_tensor_map_value *)(uintptr_t)value->v.p;
   if (v->rank != meta->rank)
     return fl__fail(err, FL_BAD_VALUE, false, "tmap_rank_mismatch:%zu:%u:%u", index, v->rank, meta->rank);
+  if (v->rank > 0 && v->strides[v->rank - 1] != 1) /* Triton asserts it before encoding */
+    return fl__fail(err, FL_BAD_VALUE, false, "tmap_inner_stride:%zu", index);
   memset(out, 0, sizeof *out);
   out->base = v->base;
   out->rank = v->rank;

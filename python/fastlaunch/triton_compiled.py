@@ -160,7 +160,7 @@ def _parses_first(kernel) -> bool:
 def _plan(kernel, parse_first=False):
     from triton.runtime.jit import JITFunction
 
-    from fastlaunch.triton_plan import abi_of, is_hip, plan_from_compiled
+    from fastlaunch.triton_plan import abi_of, is_descriptor_member, is_hip, plan_from_compiled
 
     fn = getattr(getattr(kernel, "src", None), "fn", None)
     if not isinstance(fn, JITFunction):
@@ -173,9 +173,11 @@ def _plan(kernel, parse_first=False):
         # Triton 3.5 and 3.6 parse an i8 as an unsigned char ("b"): a negative value raises there.
         raise FastLaunchPlanUnavailable("launcher_parses_i8_unsigned")
     abi = abi_of(kernel)
+    if abi.decomposed:  # its values passed one by one (below sm_90, AMD): served through kernel[grid]
+        raise FastLaunchPlanUnavailable("tensor_descriptor_decomposed")
     nparams = len(kernel.src.signature)
-    used = [p for p, m in abi.positions if m != "desc"]  # a descriptor's shape and strides are its own
-    if any(m is not None for _, m in abi.positions if m != "desc") or used != sorted(set(used)) or \
+    used = [p for p, m in abi.positions if not is_descriptor_member(m)]  # a descriptor's shape and strides are its own
+    if any(m is not None for _, m in abi.positions if not is_descriptor_member(m)) or used != sorted(set(used)) or \
             not all(isinstance(p, int) and 0 <= p < nparams for p in used):
         raise FastLaunchPlanUnavailable("compiled_tuple_parameters")
     backend = _state["backend"] or ("hip" if is_hip(kernel.metadata) else "cuda")

@@ -34,6 +34,8 @@ class TritonABI:
     # One per host-side tensor descriptor argument (its map, then its shape as i32s and its strides as
     # i64s in kinds): (swizzle, elem_size, elem_type, block_size, fp4_padded), from tensordesc_meta.
     tensor_maps: list = field(default_factory=list)
+    # Host-side descriptors Triton passes decomposed (no tensordesc_meta: below sm_90, AMD without TDM).
+    decomposed: int = 0
 
 
 def _meta(metadata, name, default):
@@ -150,26 +152,38 @@ def _leaves(ty, path):
 
 
 def _descriptor(name, ty, meta, maps_out):
-    """A host-side tensor descriptor's ABI entries as Triton's expand_signature lays them out with
-    its metadata (sm_90 on): the map, then the shape as i32s and the strides as i64s; the entry of
-    tensordesc_meta goes to maps_out. Anything else is refused by name: no metadata (the decomposed
-    form Triton passes below sm_90), im2col, a caller that takes no maps."""
+    """A host-side tensor descriptor's ABI entries as Triton's expand_signature lays them out, and
+    each one's member among the values the JIT reads for a descriptor (its map, shape, strides, base
+    address, padding and TF32 flags: jit_key.c). With its metadata (sm_90 on): the map, then the
+    shape as i32s and the strides as i64s; the entry of tensordesc_meta goes to maps_out. Without
+    (maps_out None: below sm_90, AMD without TDM): decomposed, the base pointer, the shape and strides
+    as i64s, the two flags as i1s, the shape as i32s and the strides as i64s. Im2col is refused by
+    name."""
     import re
 
     m = re.match(r"tensordesc<([^[>]*)\[([^\]]*)\]", ty)
-    if maps_out is None or m is None or "input_rank" in ty or "im2col" in ty or not isinstance(meta, dict):
+    if m is None or "input_rank" in ty or "im2col" in ty:
         raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{name}:{ty}")
-    if meta.get("is_im2col") or not all(k in meta for k in ("swizzle", "elem_size", "elem_type", "block_size")):
-        raise FastLaunchPlanUnavailable(f"tensor_descriptor_unsupported:{name}:{'im2col' if meta.get('is_im2col') else 'meta'}")
     if not descriptors_encoded_as_3_7():
         # Triton 3.5 and 3.6 encode otherwise (no TF32, no fix-up for older drivers, the doubled FP4 size
         # passed on): their descriptors stay Triton's.
         raise FastLaunchPlanUnavailable(f"tensor_descriptor_unsupported:{name}:triton_before_3_7")
+    n = m.group(2).count(",") + 1
+    shape, strides = [("desc", 1 + d) for d in range(n)], [("desc", 1 + n + d) for d in range(n)]
+    if maps_out is None:
+        flags = [("desc", 2 * n + 2), ("desc", 2 * n + 3)]
+        return (["*" + m.group(1)] + ["i64"] * (2 * n) + ["i1", "i1"] + ["i32"] * n + ["i64"] * n,
+                [("desc", 2 * n + 1)] + shape + strides + flags + shape + strides)
+    if not isinstance(meta, dict):
+        raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{name}:{ty}")
+    if meta.get("is_im2col") or not all(k in meta for k in ("swizzle", "elem_size", "elem_type", "block_size")):
+        raise FastLaunchPlanUnavailable(f"tensor_descriptor_unsupported:{name}:{'im2col' if meta.get('is_im2col') else 'meta'}")
     block = [int(b) for b in meta["block_size"]]
+    if len(block) != n:
+        raise FastLaunchPlanUnavailable(f"tensor_descriptor_unsupported:{name}:meta")
     maps_out.append((int(meta["swizzle"]), int(meta["elem_size"]), int(meta["elem_type"]), block,
                      bool(meta.get("fp4_padded", False))))
-    n = len(block)
-    return ["nvTmaDesc"] + ["i32"] * n + ["i64"] * n
+    return ["nvTmaDesc"] + ["i32"] * n + ["i64"] * n, [None] + shape + strides
 
 
 def abi_from_signature(signature, constants, arg_names, tensordesc_meta=None, maps_out=None):
@@ -179,8 +193,9 @@ def abi_from_signature(signature, constants, arg_names, tensordesc_meta=None, ma
     canonical names (C parses Triton's spellings; a type no plan takes is a stable refusal),
     positions are (index of the Python argument, tuple member or None), and folded maps the name of
     each integer constant Triton folded into the binary to its value. A host-side tensor descriptor
-    (with tensordesc_meta, and maps_out to take each map's metadata) gives its map, shape and strides,
-    their positions (index, "desc")."""
+    gives the entries _descriptor lays out (with tensordesc_meta, and maps_out to take each map's
+    metadata, its map, shape and strides; without, the decomposed form), their positions (index,
+    ("desc", member)), but a map's (index, None)."""
     if not isinstance(signature, dict):
         raise FastLaunchPlanUnavailable("signature_unrecognised")
     constants = constants or {}
@@ -195,14 +210,20 @@ def abi_from_signature(signature, constants, arg_names, tensordesc_meta=None, ma
         if not isinstance(ty, (str, tuple)):
             raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{ty!r}")
         if isinstance(ty, str) and ty.startswith("tensordesc"):
-            metas = tensordesc_meta if isinstance(tensordesc_meta, (list, tuple)) and tensordesc_meta else None
-            entries = _descriptor(name, ty, metas[descriptors] if metas and descriptors < len(metas) else None,
-                                  maps_out if metas else None)
+            # The kernel's tensordesc_meta says the form: entries, maps; empty, decomposed. Without it (a
+            # caller that has none, or takes no maps) the form is unknown: refused.
+            if not isinstance(tensordesc_meta, (list, tuple)) or (tensordesc_meta and maps_out is None):
+                raise FastLaunchPlanUnavailable(f"arg_kind_unsupported:{name}:{ty}")
+            metas = tensordesc_meta or None
+            entries, members = _descriptor(name, ty, metas[descriptors] if metas and descriptors < len(metas) else None,
+                                           maps_out if metas else None)
             descriptors += 1
-            n = (len(entries) - 1) // 2
-            names += [name] + [f"{name}_shape{d}" for d in range(n)] + [f"{name}_stride{d}" for d in range(n)]
+            n = (len(members) - 1) // 2 if metas else (len(members) - 3) // 4
+            part = {1 + d: f"shape{d}" for d in range(n)} | {1 + n + d: f"stride{d}" for d in range(n)} | \
+                {2 * n + 1: "base", 2 * n + 2: "padding_nan", 2 * n + 3: "tf32"}
+            names += [name if m is None else f"{name}_{part[m[1]]}" for m in members]  # repeats made unique below
             types += entries
-            positions += [(pos, None)] + [(pos, "desc")] * (2 * n)
+            positions += [(pos, m) for m in members]
             continue
         if not isinstance(ty, tuple) and (ty == "constexpr" or name in const_keys or pos in const_keys):
             for k in (name, pos, (pos,)):
@@ -252,6 +273,7 @@ def abi_of(compiled) -> TritonABI:
         profile_scratch_size=int(_meta(metadata, "profile_scratch_size", 0) or 0),
         constexprs={k: v for k, v in (getattr(src, "constants", None) or {}).items()},
         tensor_maps=maps,
+        decomposed=0 if maps else len({p for p, m in positions if is_descriptor_member(m)}),
     )
 
 
@@ -312,14 +334,16 @@ def plan_from_compiled(compiled, *, runtime_arg_count=None, fixed_args=(), grid=
                 tensor_maps=abi.tensor_maps or None)
 
 
+def is_descriptor_member(m) -> bool:
+    """Whether a position's member is one of a descriptor's values (abi_from_signature)."""
+    return isinstance(m, tuple) and len(m) == 2 and m[0] == "desc"
+
+
 def jit_positions(positions):
     """(parameter, member) per runtime value as the JIT dispatcher reads them: a tuple's member, -1
-    for a plain value, a descriptor's shape and strides as members 1.. of its values (its map first)."""
-    out, run = [], 0
-    for p, m in positions:
-        run = run + 1 if m == "desc" else 0
-        out.append((p, run if m == "desc" else -1 if m is None else m))
-    return tuple(out)
+    for a plain value (a descriptor's map), a descriptor's other values by their place among its
+    values (JIT_DESC_VALUES: the map, the shape, the strides, the base's address, the two flags)."""
+    return tuple((p, m[1] if is_descriptor_member(m) else -1 if m is None else m) for p, m in positions)
 
 
 def descriptors_encoded_as_3_7() -> bool:

@@ -67,7 +67,7 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_ar
         continue;
       }
     }
-    int r = kind == FL_KIND_TMAP ? fl_ext_extract_tmap(st, obj, k, &values[k], &tmaps[spec->tmap_index[k]], err)
+    int r = kind == FL_KIND_TMAP ? fl_ext_extract_tmap(st, obj, k, &values[k], &tmaps[spec->tmap_index[k]], NULL, err)
                                  : fl_ext_extract(st, kind, obj, k, &values[k], err, spec);
     if (r < 0) return r;
   }

@@ -402,6 +402,7 @@ static int launch_clear(PyObject *op) {
   Py_CLEAR(self->spare);
   Py_CLEAR(self->stock_counts);
   Py_CLEAR(self->scratch_var);
+  fl_ext_scratch_ints_clear(&self->scratch_ints);
   return 0;
 }
 

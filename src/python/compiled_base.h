@@ -27,6 +27,7 @@ typedef struct {
    * (scratch_var: its ContextVar) of size x programs x num_ctas bytes per CTA; NULL: none. */
   PyObject *scratch_var;
   unsigned long long scratch_size, scratch_align;
+  fl_ext_scratch_ints scratch_ints; /* the allocator's last size and stream ints */
   unsigned scratch_ctas;
   size_t nhidden;
   unsigned long long fast, stock, hooked;

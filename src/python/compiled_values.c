@@ -41,7 +41,7 @@ int fl_compiled_scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t str
   }
   PyObject *buf = NULL;
   uint64_t addr = 0;
-  if (fl_ext_scratch_alloc(L->scratch_var, L->scratch_size, L->scratch_align, L->scratch_ctas, g, stream, stream_obj,
+  if (fl_ext_scratch_alloc(L->state, L->scratch_var, L->scratch_size, L->scratch_align, L->scratch_ctas, g, stream, stream_obj, &L->scratch_ints,
                            &buf, &addr) < 0) {
     rc = -1;
     goto done;

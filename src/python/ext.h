@@ -231,11 +231,18 @@ int fl_ext_parse_tensor_maps(PyObject *obj, fl_tensor_map_meta *metas, size_t *n
 /* a->tmap_index and tmap_rank from the plan's kinds and metas. 0, or -1 with MemoryError. */
 int fl_ext_args_tmaps(fl_ext_args *a, const fl_tensor_map_meta *metas, size_t n);
 /* ---- scratch.c ---- */
+/* The int objects a launch last gave its allocator (size and stream), kept by whoever holds the
+ * launch's scratch: given again while their values do not change, so a steady launch makes none. */
+typedef struct {
+  PyObject *size, *stream;
+  uint64_t size_v, stream_v;
+} fl_ext_scratch_ints;
 /* The global scratch of a launch (grid g): the allocator in ContextVar `var` called as Triton calls
  * it, *buf the buffer (held by the caller until the launch returns), *addr its address. 0, or -1
  * with an exception (the allocator's own; Triton's errors for a buffer without an address). */
-int fl_ext_scratch_alloc(PyObject *var, uint64_t size, uint64_t align, unsigned ctas, const int64_t g[3],
-                         uint64_t stream, PyObject *stream_obj, PyObject **buf, uint64_t *addr);
+int fl_ext_scratch_alloc(fl_ext_state *st, PyObject *var, uint64_t size, uint64_t align, unsigned ctas, const int64_t g[3],
+                         uint64_t stream, PyObject *stream_obj, fl_ext_scratch_ints *ints, PyObject **buf, uint64_t *addr);
+void fl_ext_scratch_ints_clear(fl_ext_scratch_ints *ints);
 
 /* tensor_descriptor_type(cls): the class the JIT's key reads as a descriptor (None: none). */
 PyObject *fl_ext_set_tensor_desc_type(PyObject *module, PyObject *cls);
@@ -273,10 +280,23 @@ static inline int fl_ext_memory_takes(const fl_ext_args *spec, int where, int in
 /* One argument the full way (any kind, every check; the slow half of fl_ext_collect, call_args.h).
  * Returns as fl_ext_collect does. */
 /* A tensor descriptor (Triton's TensorDescriptor: base, shape, strides, padding, round_f32_to_tf32)
- * read into *t, *out pointing at it. 0; -1 with err (tmap_expected, ...); -2 with an exception its
+ * read into *t, *out pointing at it, its shape and strides after it; with `decomposed`, also its
+ * base's address, whether padding is "nan" and round_f32_to_tf32 into decomposed[0..2]. 0; -1 with err (tmap_expected, ...); -2 with an exception its
  * own code raised. */
 int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out, fl_tensor_map_value *t,
-                        fl_error *err);
+                        fl_value *decomposed, fl_error *err);
+/* The JIT memo's descriptors (tensor_maps.c). The class's version tag when a descriptor of it is read
+ * with no Python code run (generic attribute lookup, none of the attributes a descriptor with code),
+ * else 0. */
+unsigned fl_ext_tmap_plain_class(fl_ext_state *st, PyTypeObject *type);
+/* The door's dtype code of a descriptor's base: 0, or 1 (no base the door reads). */
+int fl_ext_tmap_dtype(fl_ext_state *st, PyObject *desc, int *dtype);
+/* A descriptor of a plain class read with no Python code run, its base a tensor of dtype code `dtype`
+ * (wherever it lives: Triton's encode does not ask, nor does the full path) and its block shape
+ * `block`: values into out[0 .. 2 rank], its map into *t. 0, or 1 (anything else: the full path
+ * decides; no exception set). */
+int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t *block,
+                      uint32_t rank, fl_value *out, fl_tensor_map_value *t);
 int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err,
                    const fl_ext_args *spec);
 /* Where a tensor the door declines lives, as torch says (`obj.device`): 0 with *where (FL_TENSOR_*)

@@ -157,11 +157,13 @@ static inline int current_stream(JitObject *self, int32_t device, uint64_t *stre
 
 /* A launch of an entry with global scratch: the values checked, then the allocator called as
  * Triton's launcher calls it (Python code runs), the buffer's address in the first trailing pointer,
- * the launch, the buffer dropped. As launch_entry; -1 also for the allocator's exception. */
-static FL_EXT_COLD int launch_scratch(JitObject *self, const jit_entry *e, fl_value *values, uint64_t stream,
-                                      const int64_t grid[3], fl_error *err) {
+ * the launch, the buffer dropped. In `words` when not NULL (the memo's match: its key's words fix
+ * each value's range, so none is checked again), else `values`. As launch_entry; -1 also for the allocator's
+ * exception. */
+static int launch_scratch(JitObject *self, jit_entry *e, fl_value *values, uint64_t *words, uint64_t stream,
+                          const int64_t grid[3], fl_error *err) {
   fl_abi abi = fl_plan_abi(e->plan->plan);
-  for (size_t i = 0; i + e->nhidden < e->nabi; i++) { /* refused now: Triton's, the allocator not called */
+  for (size_t i = 0; !words && i + e->nhidden < e->nabi; i++) { /* refused now: Triton's, the allocator not called */
     uint64_t slot[4];
     if (e->plan->args.kinds[i] != FL_KIND_PTR && e->plan->args.kinds[i] != FL_KIND_TMAP &&
         fl_pack_value(abi, e->plan->args.kinds[i], &values[i], slot, i, err) != FL_OK)
@@ -169,11 +171,16 @@ static FL_EXT_COLD int launch_scratch(JitObject *self, const jit_entry *e, fl_va
   }
   PyObject *buf;
   uint64_t addr;
-  if (fl_ext_scratch_alloc(e->scratch_var, e->scratch_size, e->scratch_align, e->scratch_ctas, grid, stream, NULL,
-                           &buf, &addr) < 0)
+  if (fl_ext_scratch_alloc(self->state, e->scratch_var, e->scratch_size, e->scratch_align, e->scratch_ctas, grid, stream, NULL,
+                           &e->scratch_ints, &buf, &addr) < 0)
     return -1;
-  values[e->nabi - e->nhidden] = fl_ptr((const void *)(uintptr_t)addr);
-  int r = fl_launch(e->plan->plan, stream, values, e->nabi, grid, err) == FL_OK ? 0 : err->backend_submitted ? -1 : 1;
+  size_t first = e->nabi - e->nhidden;
+  for (size_t i = first; i < e->nabi; i++) {
+    if (words) words[i] = i == first ? addr : 0;
+    else values[i] = i == first ? fl_ptr((const void *)(uintptr_t)addr) : fl_none();
+  }
+  int r = (words ? fl_launch_words(e->plan->plan, stream, words, e->nabi, grid, err)
+                 : fl_launch(e->plan->plan, stream, values, e->nabi, grid, err)) == FL_OK ? 0 : err->backend_submitted ? -1 : 1;
   if (r < 0) fl_ext_raise(self->state, err);
   Py_DECREF(buf);
   return r;
@@ -182,7 +189,7 @@ static FL_EXT_COLD int launch_scratch(JitObject *self, const jit_entry *e, fl_va
 /* Launches through the entry's plan with the values the key pass read: 0 launched; 1 refused
  * before the boundary (err); -1 with an exception (after the boundary). No Python code runs here,
  * but an entry's allocator for its global scratch (launch_scratch). */
-static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *vals, uint64_t stream,
+static int launch_entry(JitObject *self, jit_entry *e, const jit_values *vals, uint64_t stream,
                         const int64_t grid[3], fl_error *err) {
   fl_value values[JIT_MAX_PARAMS];
   const fl_ext_args *spec = &e->plan->args;
@@ -203,7 +210,7 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
     }
     values[i] = vals->v[at];
   }
-  if (FL_EXT_UNLIKELY(e->scratch_var != NULL)) return launch_scratch(self, e, values, stream, grid, err);
+  if (FL_EXT_UNLIKELY(e->scratch_var != NULL)) return launch_scratch(self, e, values, NULL, stream, grid, err);
   if (fl_launch(e->plan->plan, stream, values, e->nabi, grid, err) == FL_OK) return 0;
   if (err->backend_submitted) {
     fl_ext_raise(self->state, err);
@@ -218,10 +225,10 @@ static int launch_entry(JitObject *self, const jit_entry *e, const jit_values *v
  * the grid is a callable to call, which the full path does (nothing was run). The only Python code
  * that can run here is a global's __eq__ in the grid's lookup (grid_source_value). */
 static FL_EXT_ALWAYS_INLINE int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
-                       uint64_t stream, PyObject *const *pv, const fl_value *values, const uint64_t *words,
+                       uint64_t stream, PyObject *const *pv, fl_value *values, uint64_t *words,
                        PyObject **res) {
   PyObject *grid = kw->grid;
-  const jit_entry *e = self->memo.entry;
+  jit_entry *e = self->memo.entry;
   uint64_t gen = self->gen;
   int64_t g[3];
   fl_error err;
@@ -232,8 +239,13 @@ static FL_EXT_ALWAYS_INLINE int memo_launch(JitObject *self, jit_kw *kw, PyObjec
     return *res = STOCK("settings_changed", NULL), 0; /* Triton reads the hooks after the grid */
   if (r < 0) return *res = STOCK("grid_unreadable", NULL), 0;
   PyObject *kernel = Py_NewRef(e->kernel);
-  if ((words ? fl_launch_words(e->plan->plan, stream, words, e->nabi, g, &err)
-             : fl_launch(e->plan->plan, stream, values, e->nabi, g, &err)) == FL_OK) {
+  if (FL_EXT_UNLIKELY(e->scratch_var != NULL)) { /* the allocator runs Python code: the entry stays readable (depth) */
+    if ((r = launch_scratch(self, e, values, words, stream, g, &err)) < 0) return Py_DECREF(kernel), *res = NULL, 0;
+  } else {
+    r = (words ? fl_launch_words(e->plan->plan, stream, words, e->nabi, g, &err)
+               : fl_launch(e->plan->plan, stream, values, e->nabi, g, &err)) == FL_OK ? 0 : err.backend_submitted ? -1 : 1;
+  }
+  if (r == 0) {
     self->fast++;
     self->memo_fast++;
     return *res = kernel, 0;
@@ -293,7 +305,7 @@ _Static_assert(JIT_MAX_PARAMS <= FL_EXT_HOOK_MAX_ARGS, "a hooked call passes eve
  * run gives it to launch_metadata): enter (launch_hooks.c), the launch values read again (Triton's
  * launcher reads them after enter), the launch, then exit. A call the plan refuses after enter goes
  * to Triton's launcher, told enter ran. The kernel, as Triton's run returns it, or NULL. */
-static FL_EXT_COLD PyObject *hooked_launch(JitObject *self, const jit_entry *e, jit_bound *b, const jit_values *vals,
+static FL_EXT_COLD PyObject *hooked_launch(JitObject *self, jit_entry *e, jit_bound *b, const jit_values *vals,
                                            jit_values *again, PyObject *grid, uint64_t stream, const int64_t g[3]) {
   size_t np = (size_t)PyTuple_GET_SIZE(self->param_names);
   PyObject *kernel = Py_NewRef(e->kernel); /* Python code runs from here on: the entry may be cleared */
@@ -445,9 +457,12 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
     PyObject *pv[JIT_MAX_PARAMS];
     fl_value values[JIT_MAX_PARAMS];
     uint64_t words_at[JIT_MAX_PARAMS + 1], *words = NULL; /* in words when the plan takes them */
-    if (self->memo.entry && self->memo.entry->plan->args.words) words = words_at;
+    fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS]; /* the descriptors' maps (their values point here) */
+    const jit_entry *me = self->memo.entry;
+    if (me && me->plan->args.words) words = words_at;
     PyObject *res;
     if (jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values, words) == 0 &&
+        (FL_EXT_LIKELY(!self->memo.nd) || fl_jit_memo_descs(self, args, values, tmaps) == 0) &&
         memo_launch(self, kw, args, nargs, kwnames, stream, pv, values, words, &res) == 0)
       return res;
   }

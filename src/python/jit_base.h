@@ -44,6 +44,10 @@ enum {
   K_DESC        /* | rank << 8, then its base's dtype object's address and the block shape's sizes */
 };
 
+/* A descriptor's launch values as the key pass reads them (jit_key.c): its map, shape, strides, then
+ * its base's address and its padding and TF32 flags (the decomposed form's). */
+#define JIT_DESC_VALUES(rank) (4 + 2 * (size_t)(rank))
+
 typedef struct {
   uint64_t words[JIT_MAX_KEY];
   size_t n;
@@ -213,6 +217,7 @@ typedef struct jit_entry {
   PyObject *scratch_var;
   uint64_t scratch_size, scratch_align;
   unsigned scratch_ctas, nhidden;
+  fl_ext_scratch_ints scratch_ints;
 } jit_entry;
 
 /* The last fast call's form (jit_key.c): while calls come with the same keyword names (the tuple
@@ -252,6 +257,15 @@ typedef struct {
 } jit_memo_grid; /* a parameter the entry's grid program reads */
 
 typedef struct {
+  PyObject *dflt;
+  int16_t src;
+  uint16_t abi;  /* its map's runtime argument (its shape and strides follow) */
+  uint16_t koff; /* its K_DESC word */
+  uint8_t rank;
+  int8_t dtype;  /* the door's code of its base's dtype (the dtype object in the key is torch's one) */
+} jit_memo_desc; /* a tensor descriptor (tensor_maps.c reads it) */
+
+typedef struct {
   jit_entry *entry;  /* NULL: none */
   PyObject *kwnames; /* strong (so no other tuple takes its address), or NULL for none */
   size_t nargs;
@@ -262,6 +276,9 @@ typedef struct {
   jit_memo_const *consts;  /* the constexprs, then the launch options given */
   jit_memo_value *vals;
   jit_memo_grid grid[JIT_MAX_GRID_VARS];
+  uint32_t nd;
+  unsigned desc_version;   /* the descriptor class's version tag when its reads were found plain */
+  jit_memo_desc desc[FL_EXT_MAX_TMAPS];
   void *block;             /* one allocation holding the lists */
 } jit_memo;
 
@@ -361,6 +378,9 @@ void fl_jit_memo_free(jit_memo *m);
 void fl_jit_memo_clear(JitObject *self);
 void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t nargs, PyObject *kwnames);
 int fl_jit_memo_entry(jit_entry *e, Py_ssize_t nparams, const uint8_t *param_const);
+/* The descriptors of a call the memo matched (tensor_maps.c reads each into its map in tmaps and its
+ * values): 0, or 1 (the full path decides). */
+int fl_jit_memo_descs(JitObject *self, PyObject *const *args, fl_value *values, fl_tensor_map_value *tmaps);
 /* jit_table.c */
 void fl_jit_entry_free(jit_entry *e);
 void fl_jit_table_clear(JitObject *self);
@@ -465,6 +485,7 @@ static FL_EXT_ALWAYS_INLINE int jit_memo_match(JitObject *self, PyObject *const 
     else if (x.type == FL_VALUE_PTR || x.type == FL_VALUE_INT) words[p->abi] = x.v.u;
     else return 1; /* a value no word says (an int past int64): the full path, with fl_launch */
   }
+  if (FL_EXT_UNLIKELY(m->nd) && words) return 1; /* descriptors: the caller reads them (fl_jit_memo_descs) */
   if (!words) {
     for (uint32_t j = 0; j < m->nt; j++) values[m->t_abi[j]] = (fl_value){.type = FL_VALUE_PTR, .v.p = wv[m->t_abi[j]]};
     for (uint32_t j = 0; j < m->ni; j++)

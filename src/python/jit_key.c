@@ -29,8 +29,10 @@ static inline int value_push(jit_values *vals, fl_value v, int where, int index)
 
 /* A host-side tensor descriptor: keyed as Triton specializes it (tensordesc<dtype[block]>: its
  * base's dtype, by the address of the dtype object, held for the call, and the block shape), its
- * values the map's (read as Triton's make_tensordesc_arg reads it) then its shape and strides. 0,
- * -1 (the key is full), 1 (Triton decides: another form, an exception its own code raised). */
+ * values (JIT_DESC_VALUES) the map's (read as Triton's make_tensordesc_arg reads it), its shape and
+ * strides, then what the decomposed form adds (its base's address, where that lives, the padding
+ * and TF32 flags): an entry's positions take the members its plan's form passes. 0, -1 (the key is
+ * full), 1 (Triton decides: another form, an exception its own code raised). */
 static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v) {
   if (vals->ntmaps >= FL_EXT_MAX_TMAPS || vals->nheld >= JIT_MAX_PARAMS) return 1;
   PyObject *block = PyObject_GetAttr(v, st->str_block_shape), *base = NULL, *dtype = NULL;
@@ -39,7 +41,7 @@ static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObje
   int rc = 1;
   if (rank < 1 || rank > FL_TENSOR_MAP_MAX_RANK || !(base = PyObject_GetAttr(v, st->str_base)) ||
       !(dtype = PyObject_GetAttr(base, st->str_dtype)) || Py_REFCNT(dtype) == 1 ||
-      vals->n + 1 + 2 * (size_t)rank > JIT_MAX_PARAMS)
+      vals->n + JIT_DESC_VALUES(rank) > JIT_MAX_PARAMS)
     goto done;
   rc = key_push(k, K_DESC | (uint64_t)rank << 8) < 0 || key_push(k, (uint64_t)(uintptr_t)dtype) < 0 ? -1 : 0;
   for (Py_ssize_t d = 0; rc == 0 && d < rank; d++) {
@@ -50,22 +52,28 @@ static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObje
   if (rc) goto done;
   fl_error err;
   fl_tensor_map_value *t = &vals->tmaps[vals->ntmaps];
-  if (fl_ext_extract_tmap(st, v, vals->n, &vals->v[vals->n], t, &err) != 0 || t->rank != (uint32_t)rank) {
+  if (fl_ext_extract_tmap(st, v, vals->n, &vals->v[vals->n], t, &vals->v[vals->n + 1 + 2 * (size_t)rank], &err) != 0 ||
+      t->rank != (uint32_t)rank) {
     rc = 1;
     goto done;
   }
-  for (Py_ssize_t i = 0; i < 1 + 2 * rank; i++) {
-    vals->where[vals->n + (size_t)i] = 0;
-    vals->index[vals->n + (size_t)i] = -1;
+  for (size_t i = 0; i < JIT_DESC_VALUES(rank); i++) {
+    vals->where[vals->n + i] = 0;
+    vals->index[vals->n + i] = -1;
   }
-  vals->n += 1 + 2 * (size_t)rank;
-  vals->ntmaps++;
-  vals->held[vals->nheld++] = dtype; /* its address is in the key */
   /* A TensorDescriptor (the exact class: a dataclass, plain attributes) over a tensor the door reads:
-   * no code of its own ran, and none runs when the launch reads it again. */
+   * no code of its own ran, and none runs when the launch reads it again. Where the base lives goes
+   * with the decomposed form's pointer (checked as any pointer's); the map's encode never asks. */
   uint64_t p;
   int where, index;
-  if (st->door && st->door->unpack(base, &p, &where, &index)) vals->nquiet++;
+  if (st->door && st->door->unpack(base, &p, &where, &index)) {
+    vals->nquiet++;
+    vals->where[vals->n + 1 + 2 * (size_t)rank] = (int8_t)where;
+    vals->index[vals->n + 1 + 2 * (size_t)rank] = (int16_t)index;
+  }
+  vals->n += JIT_DESC_VALUES(rank);
+  vals->ntmaps++;
+  vals->held[vals->nheld++] = dtype; /* its address is in the key */
   dtype = NULL;
 done:
   if (rc == 1) PyErr_Clear();
@@ -196,13 +204,14 @@ static int launch_value(fl_ext_state *st, const jit_values *first, jit_values *o
     uint32_t rank = ((const fl_tensor_map_value *)(uintptr_t)first->v[at].v.p)->rank;
     fl_tensor_map_value *t = &out->tmaps[out->ntmaps];
     fl_error err;
-    if (out->ntmaps >= FL_EXT_MAX_TMAPS || at + 1 + 2 * (size_t)rank > first->n ||
-        fl_ext_extract_tmap(st, v, at, &out->v[at], t, &err) != 0 || t->rank != rank) {
+    if (out->ntmaps >= FL_EXT_MAX_TMAPS || at + JIT_DESC_VALUES(rank) > first->n ||
+        fl_ext_extract_tmap(st, v, at, &out->v[at], t, &out->v[at + 1 + 2 * (size_t)rank], &err) != 0 ||
+        t->rank != rank) {
       PyErr_Clear();
       return 1;
     }
-    for (size_t i = at; i < at + 1 + 2 * (size_t)rank; i++) out->where[i] = 0, out->index[i] = -1;
-    out->n += 1 + 2 * (size_t)rank;
+    for (size_t i = at; i < at + JIT_DESC_VALUES(rank); i++) out->where[i] = first->where[i], out->index[i] = first->index[i];
+    out->n += JIT_DESC_VALUES(rank);
     out->ntmaps++;
     return 0;
   }
@@ -307,20 +316,24 @@ void fl_jit_memo_clear(JitObject *self) {
   jit_memo *m = &self->memo;
   m->entry = NULL;
   for (uint32_t j = 0; j < m->nc; j++) Py_CLEAR(m->consts[j].ref); /* ints and floats: no code runs */
-  m->nt = m->ni = m->nc = m->nv = m->ng = 0;
+  m->nt = m->ni = m->nc = m->nv = m->ng = m->nd = 0;
   Py_CLEAR(m->kwnames);
 }
 
 /* An entry's runtime argument per parameter, when each runtime argument is one whole runtime
- * parameter (no tuple member, no parameter twice): otherwise e->param_abi stays NULL and the
- * memo never holds the entry. 0, or -1 with MemoryError. */
+ * parameter (no tuple member, no parameter twice) or a descriptor's values (its map, then its shape
+ * and strides as members 1..), a launcher's trailing scratch pointer aside: otherwise e->param_abi
+ * stays NULL and the memo never holds the entry. 0, or -1 with MemoryError. */
 int fl_jit_memo_entry(jit_entry *e, Py_ssize_t nparams, const uint8_t *param_const) {
   int32_t *at = PyMem_Malloc((size_t)(nparams ? nparams : 1) * sizeof *at);
   if (!at) return PyErr_NoMemory(), -1;
   for (Py_ssize_t i = 0; i < nparams; i++) at[i] = -1;
+  const fl_kind *kinds = e->plan->args.kinds;
   for (size_t i = 0; i < e->nabi; i++) {
-    int32_t p = e->abi_param[i];
-    if (e->abi_member[i] >= 0 || param_const[p] || at[p] >= 0) {
+    int32_t p = e->abi_param[i], member = e->abi_member[i];
+    if (p < 0) continue; /* a trailing scratch pointer */
+    if (member > 0 && at[p] >= 0 && kinds[at[p]] == FL_KIND_TMAP && i == (size_t)at[p] + (size_t)member) continue;
+    if (member >= 0 || param_const[p] || at[p] >= 0) {
       PyMem_Free(at);
       return 0;
     }
@@ -339,6 +352,40 @@ static int memo_const(jit_memo *m, const jit_entry *e, size_t off, PyObject *v, 
   jit_memo_const *c = &m->consts[m->nc++];
   *c = (jit_memo_const){.dflt = dflt, .same = v, .src = src, .koff = (uint16_t)off, .n = (uint8_t)n};
   if (PyLong_CheckExact(v) || PyFloat_CheckExact(v)) c->ref = Py_NewRef(v); /* else None, a bool, or kept by e */
+  return 0;
+}
+
+/* A descriptor parameter whose runtime values start at `abi`, its key at `off`: 0, or -1 when the
+ * memo does not hold it (a class whose reads could run code, a base the door does not read, a map
+ * that is not the plan's). */
+static int memo_desc(JitObject *self, const jit_entry *e, PyObject *v, PyObject *dflt, int16_t src, int abi,
+                     size_t off) {
+  jit_memo *m = &self->memo;
+  fl_ext_state *st = self->state;
+  uint32_t rank = (uint32_t)(e->key[off] >> 8 & 0xff);
+  int dtype;
+  unsigned version = Py_TYPE(v) == (PyTypeObject *)st->tensor_desc_type ? fl_ext_tmap_plain_class(st, Py_TYPE(v)) : 0;
+  if (!version || (m->nd && version != m->desc_version) || m->nd >= FL_EXT_MAX_TMAPS || off + 2 + rank > e->nkey ||
+      e->plan->args.kinds[abi] != FL_KIND_TMAP || (size_t)abi + 1 + 2 * rank > e->nabi ||
+      fl_ext_tmap_dtype(st, v, &dtype) != 0 || dtype < INT8_MIN || dtype > INT8_MAX)
+    return -1;
+  m->desc_version = version;
+  m->desc[m->nd++] = (jit_memo_desc){dflt, src, (uint16_t)abi, (uint16_t)off, (uint8_t)rank, (int8_t)dtype};
+  return 0;
+}
+
+int fl_jit_memo_descs(JitObject *self, PyObject *const *args, fl_value *values, fl_tensor_map_value *tmaps) {
+  const jit_memo *m = &self->memo;
+  fl_ext_state *st = self->state;
+  const jit_entry *e = m->entry;
+  for (uint32_t j = 0; j < m->nd; j++) {
+    const jit_memo_desc *d = &m->desc[j];
+    PyObject *v = d->src >= 0 ? args[d->src] : d->dflt;
+    PyTypeObject *type = Py_TYPE(v);
+    if (type != (PyTypeObject *)st->tensor_desc_type || type->tp_version_tag != m->desc_version ||
+        fl_ext_tmap_quiet(st, v, d->dtype, &e->key[d->koff + 2], d->rank, &values[d->abi], &tmaps[j]))
+      return 1;
+  }
   return 0;
 }
 
@@ -366,6 +413,9 @@ static int memo_layout(JitObject *self, const jit_entry *e, const jit_bound *b) 
       m->ints[m->ni++] = (jit_memo_int){src, (uint16_t)(abi >= 0 ? abi : JIT_MAX_PARAMS), (uint16_t)off};
     } else if (tag == K_TENSOR || tag == K_INT || tag == K_NONE || tag == K_BOOL || tag == K_FLOAT) {
       m->vals[m->nv++] = (jit_memo_value){dflt, src, (int16_t)abi, (uint16_t)off};
+    } else if (tag == K_DESC && abi >= 0) {
+      if (memo_desc(self, e, v, dflt, src, abi, off) < 0) return -1;
+      off += 1 + m->desc[m->nd - 1].rank;
     } else {
       return -1;
     }

@@ -24,6 +24,7 @@ void fl_jit_entry_free(jit_entry *e) {
   Py_XDECREF(e->keep);
   Py_XDECREF(e->grid_tried);
   Py_XDECREF(e->scratch_var);
+  fl_ext_scratch_ints_clear(&e->scratch_ints);
   entry_grid_free(e);
   PyMem_Free(e->abi_param);
   PyMem_Free(e->abi_member);

@@ -124,7 +124,7 @@ static PyObject *jit_insert(PyObject *op, PyObject *args) {
     e->abi_param[i] = p;
     e->abi_member[i] = m;
   }
-  if (e->plan && !e->scratch_var && fl_jit_memo_entry(e, np, self->param_const) < 0) {
+  if (e->plan && fl_jit_memo_entry(e, np, self->param_const) < 0) {
     fl_jit_entry_free(e);
     return NULL;
   }

@@ -9,12 +9,14 @@
  * an int is itself, anything else its data_ptr(), which must give an int; with Triton's errors.
  * (Its device check, cuPointerGetAttribute, is the driver's own: a buffer an allocator made in host
  * memory is the allocator's bug, launched here as given.) 0, or -1 with an exception. */
-static int buffer_address(PyObject *obj, uint64_t *addr) {
+static int buffer_address(fl_ext_state *st, PyObject *obj, uint64_t *addr) {
   *addr = 0;
   if (obj == Py_None) return 0;
+  int where, index;
+  if (st->door && st->door->unpack(obj, addr, &where, &index)) return 0; /* a tensor: its data_ptr(), read in C */
   PyObject *ptr = PyLong_Check(obj) ? Py_NewRef(obj) : NULL;
   if (!ptr) {
-    ptr = PyObject_CallMethod(obj, "data_ptr", NULL);
+    ptr = PyObject_CallMethodNoArgs(obj, st->str_data_ptr);
     if (!ptr) {
       PyErr_SetString(PyExc_TypeError, "Pointer argument must be either uint64 or have data_ptr method");
       return -1;
@@ -32,17 +34,34 @@ static int buffer_address(PyObject *obj, uint64_t *addr) {
   return 0;
 }
 
-int fl_ext_scratch_alloc(PyObject *var, uint64_t size, uint64_t align, unsigned ctas, const int64_t g[3],
-                         uint64_t stream, PyObject *stream_obj, PyObject **buf, uint64_t *addr) {
+void fl_ext_scratch_ints_clear(fl_ext_scratch_ints *ints) {
+  Py_CLEAR(ints->size); /* ints: releasing one runs no code */
+  Py_CLEAR(ints->stream);
+}
+
+/* The int for v: the one kept when it has that value, else a new one kept instead. New reference, or NULL. */
+static PyObject *kept_int(PyObject **kept, uint64_t *kept_v, uint64_t v) {
+  if (*kept && *kept_v == v) return Py_NewRef(*kept);
+  PyObject *o = PyLong_FromUnsignedLongLong(v);
+  if (o) {
+    Py_XSETREF(*kept, Py_NewRef(o));
+    *kept_v = v;
+  }
+  return o;
+}
+
+int fl_ext_scratch_alloc(fl_ext_state *st, PyObject *var, uint64_t size, uint64_t align, unsigned ctas, const int64_t g[3],
+                         uint64_t stream, PyObject *stream_obj, fl_ext_scratch_ints *ints, PyObject **buf,
+                         uint64_t *addr) {
   *buf = NULL;
   unsigned __int128 total = (unsigned __int128)(uint64_t)g[0] * (uint64_t)g[1] * (uint64_t)g[2] * ctas * size;
   if (total > UINT64_MAX) return PyErr_SetString(PyExc_OverflowError, "global scratch size exceeds 64 bits"), -1;
   PyObject *alloc = NULL;
   if (PyContextVar_Get(var, NULL, &alloc) < 0) return -1;
   if (!alloc) return PyErr_SetString(PyExc_RuntimeError, "no allocator"), -1;
-  PyObject *sz = PyLong_FromUnsignedLongLong((uint64_t)total);
-  PyObject *al = sz ? PyLong_FromUnsignedLongLong(align) : NULL;
-  PyObject *so = al ? (stream_obj ? Py_NewRef(stream_obj) : PyLong_FromUnsignedLongLong(stream)) : NULL;
+  PyObject *sz = kept_int(&ints->size, &ints->size_v, (uint64_t)total);
+  PyObject *al = sz ? PyLong_FromUnsignedLongLong(align) : NULL; /* a power of two up to 256: a cached int */
+  PyObject *so = al ? (stream_obj ? Py_NewRef(stream_obj) : kept_int(&ints->stream, &ints->stream_v, stream)) : NULL;
   if (so) {
     PyObject *argv[3] = {sz, al, so};
     *buf = PyObject_Vectorcall(alloc, argv, 3, NULL);
@@ -51,7 +70,7 @@ int fl_ext_scratch_alloc(PyObject *var, uint64_t size, uint64_t align, unsigned 
   Py_XDECREF(al);
   Py_XDECREF(so);
   Py_DECREF(alloc);
-  if (*buf && buffer_address(*buf, addr) == 0) return 0;
+  if (*buf && buffer_address(st, *buf, addr) == 0) return 0;
   Py_CLEAR(*buf);
   return -1;
 }

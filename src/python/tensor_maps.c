@@ -122,6 +122,7 @@ static Py_ssize_t read_ints(PyObject *seq, int64_t *out) {
 static int base_address(fl_ext_state *st, PyObject *base, unsigned long long *addr) {
   uint64_t p;
   int where, index;
+  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
   if (st->door && st->door->unpack(base, &p, &where, &index)) return *addr = p, 0;
   PyObject *ptr = PyObject_CallMethodNoArgs(base, st->str_data_ptr);
   if (!ptr) return -1;
@@ -132,7 +133,7 @@ static int base_address(fl_ext_state *st, PyObject *base, unsigned long long *ad
 }
 
 int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out, fl_tensor_map_value *t,
-                        fl_error *err) {
+                        fl_value *decomposed, fl_error *err) {
   memset(t, 0, sizeof *t);
   PyObject *base = PyObject_GetAttr(obj, st->str_base);
   PyObject *shape = base ? PyObject_GetAttr(obj, st->str_shape) : NULL;
@@ -152,8 +153,9 @@ int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out
     goto done;
   }
   if (r != 0 || (truth = PyObject_IsTrue(tf32)) < 0 || (rank = read_ints(shape, t->shape)) < 1 ||
-      read_ints(strides, t->strides) != rank || t->strides[rank - 1] != 1) {
-    /* Triton asserts the innermost stride is 1, and raises on anything else here itself. */
+      read_ints(strides, t->strides) != rank) {
+    /* Triton raises on these itself. (Its assertion that the innermost stride is 1 is the map's: the
+     * core refuses such a map, tmap_inner_stride; the decomposed form passes any stride.) */
     PyErr_Clear();
     refuse(err, "tmap_descriptor_invalid", i);
     goto done;
@@ -168,6 +170,13 @@ int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out
     out[1 + d] = fl_int(t->shape[d]);
     out[1 + rank + d] = fl_int(t->strides[d]);
   }
+  if (decomposed) { /* what Triton passes below sm_90 and on gfx942 besides the shape and strides */
+    uint64_t w;
+    decomposed[0] = fl_ptr((const void *)(uintptr_t)addr);
+    decomposed[1] = fl_bool(t->nan_padding);
+    /* round_f32_to_tf32 as given (Triton's i1 slot takes the int): a bool, an exact int, or unread */
+    decomposed[2] = PyBool_Check(tf32) ? fl_bool(tf32 == Py_True) : fl_ext_int_word(tf32, &w) ? fl_int((int64_t)w) : fl_none();
+  }
   rc = 0;
 done:
   Py_XDECREF(base);
@@ -175,5 +184,139 @@ done:
   Py_XDECREF(strides);
   Py_XDECREF(padding);
   Py_XDECREF(tf32);
+  return rc;
+}
+
+/* ---- the JIT memo's read (jit_key.c): no Python code runs ---- */
+
+static PyObject *const *desc_names(fl_ext_state *st, PyObject *names[6]) {
+  names[0] = st->str_base, names[1] = st->str_shape, names[2] = st->str_strides;
+  names[3] = st->str_block_shape, names[4] = st->str_padding, names[5] = st->str_round_tf32;
+  return names;
+}
+
+unsigned fl_ext_tmap_plain_class(fl_ext_state *st, PyTypeObject *type) {
+  if (type->tp_getattro != PyObject_GenericGetAttr) return 0; /* a __getattr__ or __getattribute__ of its own */
+  PyObject *names[6];
+  desc_names(st, names);
+  for (int i = 0; i < 6; i++) {
+    PyObject *found = _PyType_Lookup(type, names[i]); /* borrowed; no code runs */
+    if (found && Py_TYPE(found) != &PyMemberDescr_Type &&
+        (Py_TYPE(found)->tp_descr_get || Py_TYPE(found)->tp_descr_set))
+      return 0; /* a property, or any descriptor whose code could run */
+  }
+  return type->tp_version_tag; /* 0 when none is assigned: not memoized */
+}
+
+int fl_ext_tmap_dtype(fl_ext_state *st, PyObject *desc, int *dtype) {
+  if (st->door_state == 0) fl_ext_door_load(st);
+  PyObject *base = PyObject_GetAttr(desc, st->str_base);
+  uint64_t p;
+  int where, index, ok = base && st->door && st->door->unpack_typed(base, &p, &where, &index, dtype);
+  Py_XDECREF(base);
+  PyErr_Clear();
+  return ok ? 0 : 1;
+}
+
+/* The items of a list or a tuple (a subclass too: torch.Size) of `rank` entries, or NULL. */
+static PyObject **items_of(PyObject *seq, uint32_t rank) {
+  if (PyList_CheckExact(seq)) return (size_t)PyList_GET_SIZE(seq) == rank ? ((PyListObject *)seq)->ob_item : NULL;
+  if (PyTuple_Check(seq)) return (size_t)PyTuple_GET_SIZE(seq) == rank ? &PyTuple_GET_ITEM(seq, 0) : NULL;
+  return NULL;
+}
+
+/* Ints (exact or subclasses, as read_ints) of a list or tuple of `rank` entries into out: 1, or 0. */
+static int ints_quiet(PyObject *seq, uint32_t rank, int64_t *out) {
+  PyObject **items = items_of(seq, rank);
+  for (uint32_t d = 0; items && d < rank; d++) {
+    uint64_t w;
+    if (fl_ext_int_word(items[d], &w)) { /* an exact int within int64 */
+      out[d] = (int64_t)w;
+      continue;
+    }
+    int overflow = 0;
+    long long x = PyLong_Check(items[d]) ? PyLong_AsLongLongAndOverflow(items[d], &overflow) : 0;
+    if (!PyLong_Check(items[d]) || overflow || (x == -1 && PyErr_Occurred())) return PyErr_Clear(), 0;
+    out[d] = x;
+  }
+  return items != NULL;
+}
+
+/* A list or tuple's exact ints equal to the key's words. */
+static int block_is(PyObject *seq, const uint64_t *block, uint32_t rank) {
+  PyObject **items = items_of(seq, rank);
+  if (!items) return 0;
+  for (uint32_t d = 0; d < rank; d++) {
+    uint64_t w;
+    if (!fl_ext_int_word(items[d], &w) || (int64_t)w < 0 || w != block[d]) return 0;
+  }
+  return 1;
+}
+
+/* The six names' values in an instance dict (new references; NULL where a name is not there). Its
+ * keys are the names set by attribute (interned, as the names here are): one pass over its entries
+ * compares them by address; any left unfound are looked up. */
+static void dict_read(PyObject *dict, PyObject *const names[6], PyObject *a[6]) {
+#ifndef Py_GIL_DISABLED
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  int found = 0, next = 0; /* the dataclass's field order is the names' order: tried first */
+  while (found < 6 && PyDict_Next(dict, &pos, &key, &value)) {
+    int i = next < 6 && key == names[next] ? next : 0;
+    while (i < 6 && key != names[i]) i++;
+    if (i == 6) continue;
+    if (!a[i]) found++;
+    Py_XSETREF(a[i], Py_NewRef(value));
+    next = i + 1;
+  }
+  if (found == 6) return;
+#endif
+  for (int i = 0; i < 6; i++) {
+    if (a[i]) continue;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyDict_GetItemRef(dict, names[i], &a[i]) < 0) PyErr_Clear();
+#else
+    a[i] = Py_XNewRef(PyDict_GetItemWithError(dict, names[i]));
+    PyErr_Clear(); /* str keys: no error; a failed lookup is the attribute read's (below) */
+#endif
+  }
+}
+
+int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t *block,
+                      uint32_t rank, fl_value *out, fl_tensor_map_value *t) {
+  PyObject *names[6], *a[6] = {0};
+  desc_names(st, names);
+  int rc = 1;
+  /* The class's lookup is the generic one and none of the names is a data descriptor on it
+   * (fl_ext_tmap_plain_class): each is the instance dict's, else the class's. The dict is read
+   * whole (made from the object's inline values the first time, as `obj.__dict__` makes it). */
+  PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+  if (!dict) goto done;
+  dict_read(dict, names, a);
+  for (int i = 0; i < 6; i++)
+    if (!a[i] && !(a[i] = PyObject_GenericGetAttr(obj, names[i]))) break; /* a class attribute: a default */
+  Py_DECREF(dict);
+  if (!a[5]) goto done;
+  uint64_t p;
+  int where, index, dt;
+  PyObject *pad = a[4];
+  if (!st->door || !st->door->unpack_typed(a[0], &p, &where, &index, &dt) || dt != dtype || !block_is(a[3], block, rank) ||
+      (a[5] != Py_True && a[5] != Py_False) || !PyUnicode_Check(pad))
+    goto done;
+  memset(t, 0, sizeof *t); /* the core's memo compares the whole value */
+  if (!ints_quiet(a[1], rank, t->shape) || !ints_quiet(a[2], rank, t->strides) || t->strides[rank - 1] != 1) goto done;
+  t->base = p;
+  t->rank = rank;
+  t->nan_padding = pad == st->str_nan || (PyUnicode_GET_LENGTH(pad) == 3 && PyUnicode_Compare(pad, st->str_nan) == 0);
+  t->round_tf32 = a[5] == Py_True;
+  out[0] = fl_tensor_map(t);
+  for (uint32_t d = 0; d < rank; d++) {
+    out[1 + d] = fl_int(t->shape[d]);
+    out[1 + rank + d] = fl_int(t->strides[d]);
+  }
+  rc = 0;
+done:
+  if (rc) PyErr_Clear();
+  for (int i = 0; i < 6; i++) Py_XDECREF(a[i]);
   return rc;
 }

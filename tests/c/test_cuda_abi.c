@@ -516,6 +516,14 @@ static void fake_driver_tensor_maps(void) {
   t.rank = 3;
   ASSERT_FAILS(tmap_launch(p, &t, &err), &err, FL_BAD_VALUE, "tmap_rank_mismatch:0:3:2");
   ASSERT_TRUE(!err.backend_submitted);
+  t.rank = 2;
+  int64_t inner = t.strides[1];
+  t.strides[1] = 2; /* Triton asserts the innermost stride is 1 before encoding: no driver call */
+  before = s->tmap_calls;
+  ASSERT_FAILS(tmap_launch(p, &t, &err), &err, FL_BAD_VALUE, "tmap_inner_stride:0");
+  ASSERT_TRUE(!err.backend_submitted);
+  ASSERT_EQ(s->tmap_calls, before);
+  t.strides[1] = inner;
   fl_value a[] = {fl_int(5), fl_int(1), fl_int(1), fl_int(1), fl_int(1), fl_ptr(NULL)};
   int64_t g[3] = {1, 1, 1};
   ASSERT_FAILS(fl_launch(p, 0, a, 6, g, &err), &err, FL_BAD_VALUE, "tmap_expected:0");

@@ -235,6 +235,19 @@ def test_compiled_kernels_launch_as_tritons_amd_launcher_does(tmp_path):
     assert result["identical"] + result["refused_before_boundary"] + result["triton_refuses_negative_i8"] == 100_000
 
 
+def test_descriptor_kernels_through_kernel_grid_as_tritons_amd_launcher(tmp_path):
+    """kernel[grid] with host-side TensorDescriptors, kernels of rank 1 to 5 compiled for gfx942 (no
+    TDM: each descriptor passed decomposed): 2,000 random calls through Triton's own AMD launcher and
+    through fastlaunch's dispatcher on the hip backend, the same kernarg bytes and grid each call,
+    served after each variant's first call: tools/fldev/hip_tma_fidelity.py."""
+    proc = _run(tmp_path, "fldev.hip_tma_fidelity", "2000", "20261207")
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["differ"] == 0 and proc.returncode == 0, result["first_differ"]
+    assert result["calls"] == 2000 and result["launched"] > 1900, result
+    assert result["served"] > 1500, result
+
+
 def test_a_plan_for_another_target_is_refused(stub, compiled):
     from fastlaunch.triton import plan_from_compiled
 

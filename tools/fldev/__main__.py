@@ -23,6 +23,7 @@ def _setup_bench(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--_stub", metavar="JSON", help=argparse.SUPPRESS)
     parser.add_argument("--_npu", metavar="JSON", help=argparse.SUPPRESS)
     parser.add_argument("--_hip", metavar="JSON", help=argparse.SUPPRESS)
+    parser.add_argument("--_tma", metavar="JSON", help=argparse.SUPPRESS)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -35,6 +36,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             from fldev import stub_bench
 
             stub_bench.run_one(case, mode, int(n))
+        elif backend == "cuda-stub-tma":
+            from fldev import tma_bench
+
+            tma_bench.run_one(mode, int(n))
         elif backend == "npu-stub":
             from fldev import npu_bench
 
@@ -55,6 +60,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         results = stub_bench.run(quick=args.quick)
         with open(args._stub, "w") as f:
             json.dump(results, f)
+        return 0
+    if args._tma:
+        # Descriptors and scratch over the stub (cuda-stub-tma), in a fresh process of their own.
+        import json
+
+        from fldev import tma_bench
+
+        with open(args._tma, "w") as f:
+            json.dump(tma_bench.rows(quick=args.quick), f)
         return 0
     if args._npu:
         # The npu-stub backend in a process of its own: the stand-ins are its runtime and torch_npu.
@@ -101,6 +115,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print()
         stub_bench.table(stub_results)
         results += stub_results
+        from fldev import tma_bench
+
+        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+            cmd = [sys.executable, "-m", "fldev", "bench", "--_tma", tmp.name] + (["--quick"] if args.quick else [])
+            subprocess.run(cmd, check=True, env=bench._with_tools_path())
+            tma_results = json.load(open(tmp.name))
+        print(f"\n{tma_bench.BACKEND}, {tma_bench.CASE}: "
+              + ", ".join(f"{r['mode']} {r['ns_median']:.1f} ns" for r in tma_results))
+        results += tma_results
     if npu:
         import json
         import subprocess
@@ -138,8 +161,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.instructions or args.instructions_for:
         chosen = args.instructions_for or [b for b in ("null", "cuda-stub", "npu-stub", "hip-stub")
                                            if b in backends] or ["null"]
+        from fldev import tma_bench
+
+        if "cuda-stub" in chosen and any(r["backend"] == tma_bench.BACKEND for r in results):
+            chosen = chosen + [tma_bench.BACKEND]  # descriptors and scratch: the stub's own rows
         for backend in chosen:
-            cases = bench.CASES[0][0] if backend == "null" else "2 tensors + 1 int"
+            cases = (bench.CASES[0][0] if backend == "null" else tma_bench.CASE if backend == tma_bench.BACKEND
+                     else "2 tensors + 1 int")
             counts = bench.instructions(backend, [cases] if args.quick or backend != "null" else None)
             print(f"\ninstructions per launch (callgrind, {backend} backend):")
             for (case, mode), n in counts.items():

@@ -310,6 +310,10 @@ def instructions(backend="null", cases=None):
         from fldev import stub_bench
 
         modes, all_cases = stub_bench.MODES, [c[0] for c in stub_bench.CASES]
+    elif backend == "cuda-stub-tma":
+        from fldev import tma_bench
+
+        modes, all_cases = list(tma_bench.MODES), [tma_bench.CASE]
     elif backend == "npu-stub":
         from fldev import npu_bench
 

@@ -101,6 +101,9 @@ def _targets(table, backends, cases):
         d = table[("c", "per tensor", "tensor-door")]["ns_median"]
         p = table[("c", "per tensor", "data_ptr")]["ns_median"]
         out.append((f"per tensor, C loop: tensor door <= 5 ns: {d:.2f} ns (data_ptr() {p:.2f} ns)", d <= 5))
+    from fldev import tma_bench
+
+    out += tma_bench.lines(table)  # descriptors and scratch, their own rows (cuda-stub-tma)
     ins = {m: table.get(("cuda-stub", "2 tensors + 1 int", m), {}).get("instructions")
            for m in ("fastlaunch", "fastlaunch-dyngrid", "fastlaunch-jit", "inductor-stock")}
     for mode, bound in (("fastlaunch", 800), ("fastlaunch-dyngrid", 900), ("fastlaunch-jit", 2000)):
@@ -143,7 +146,8 @@ def section(bench_json, int_json=None) -> str:
     pointer = next((r.get("pointer_args") for r in data["results"] if r.get("pointer_args")), "?")
     stock_path = next((r.get("stock_path") for r in data["results"] if r.get("stock_path") and r.get("backend") == "cuda-stub"), None)
     hip = any(k[0] == "hip-stub" for k in table)
-    lines = [START, "", f"A run of `PYTHONPATH=tools python -m fldev bench --backend {' --backend '.join(backends)}` "
+    cli = [b for b in backends if b != "cuda-stub-tma"]  # rows the cuda-stub run adds, not a backend given
+    lines = [START, "", f"A run of `PYTHONPATH=tools python -m fldev bench --backend {' --backend '.join(cli)}` "
              f"({data.get('time', '?')}; pointer arguments: {pointer}; medians of repeats of a C loop of calls; "
              f"Python {data.get('python', '?')}, torch {data.get('torch', '?')}; the 2-core development machine, "
              "shared and noisy):", "", "```"]
@@ -170,6 +174,15 @@ def section(bench_json, int_json=None) -> str:
                       "(its driver.c, built against the stand-in); fastlaunch-dyngrid torch's CachingAutotuner for an "
                       "MI300X, promoted. torch's ROCm stock path (its static launcher) cannot run here and is not "
                       "measured."]
+    if any(k[0] == "cuda-stub-tma" for k in table):
+        lines += ["", "cuda-stub-tma is cuda-stub's run of kernels compiled for sm_90 that take tensor descriptors or "
+                      "global scratch, in a process of its own (tools/fldev/tma_bench.py): triton-tma and "
+                      "fastlaunch-tma are `kernel[grid](a_desc, b_desc, M, N)` with two host-side "
+                      "`TensorDescriptor`s met again each call, without and with fastlaunch (the stand-in driver's "
+                      "`cuTensorMapEncodeTiled` counting its calls); fastlaunch-jit a 2-pointer + 2-int kernel; "
+                      "triton-scratch and fastlaunch-scratch a kernel with device-side descriptors (global scratch) "
+                      "under `triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))`; "
+                      "allocator that allocator alone, called from C with a launch's arguments."]
     targets = _targets(table, backends, cases)
     lines += ["", "Targets, each as this run found it:", ""]
     for text, met in targets:

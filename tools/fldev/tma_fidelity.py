@@ -169,6 +169,86 @@ def hostile_cases(kernels, stub, TensorDescriptor, flt, torch):
     return out
 
 
+def memo_mutations(kernels, stub, TensorDescriptor, flt, torch):
+    """One descriptor object met again by kernel[grid] (the JIT's memo takes it), changed in place
+    between calls as user code can: its lists' items, its base (same dtype, then another), padding,
+    tf32, block shape, a subclass instance, and its class given a property then rid of it. Every
+    call's launch (bytes) or exception the same with Triton alone and with fastlaunch, and the
+    property read as often."""
+    k = next(k for k in kernels if k["arch"] == 90 and k["rank"] == 2 and k["dtype"] == "float16")
+    x, y = torch.zeros(512, 256, dtype=torch.float16), torch.zeros(512, 256, dtype=torch.float16)
+    z = torch.zeros(512, 256, dtype=torch.float32)
+    reads = [0]
+
+    class Sub(TensorDescriptor):
+        pass
+
+    def padding_prop(self):
+        reads[0] += 1
+        return "zero"
+
+    def steps(d, e):
+        yield "again"
+        d.shape[0] = 384
+        yield "shape item"
+        d.strides[0] = 512
+        yield "stride item"
+        d.base = y
+        yield "base, same dtype"
+        d.base = z
+        yield "base, another dtype"
+        d.base = x
+        d.padding = "nan"
+        yield "padding nan"
+        d.round_f32_to_tf32 = True
+        yield "tf32"
+        d.block_shape[0] = d.block_shape[0] // 2 or 1
+        yield "block shape"
+        d.block_shape[0] = k["block"][0]
+        yield "block shape back"
+        e.append(Sub(x, [512, 256], [256, 1], list(k["block"])))
+        yield "subclass"
+        e.pop()
+        TensorDescriptor.padding = property(padding_prop)
+        yield "class with a property"
+        del TensorDescriptor.padding
+        TensorDescriptor.padding = "zero"
+        d.padding = "zero"
+        yield "property removed"
+
+    out = {"calls": 0, "differ": [], "memo": 0}
+    sides = []
+    for enabled in (False, True):
+        (flt.enable if enabled else flt.disable)()
+        fn = k["fn"]
+        d, db, extra = TensorDescriptor.from_tensor(x, list(k["block"])), TensorDescriptor.from_tensor(x, list(k["block"])), []
+        d.shape, d.strides, d.block_shape = list(d.shape), list(d.strides), list(d.block_shape)
+        run = vars(fn).get("run")
+        memo0 = dict(run.counts).get("memo", 0) if hasattr(run, "counts") else 0
+        side = []
+        for name in steps(d, extra):
+            for _ in range(3):  # met again: the memo's hits
+                stub.record(0, ([128] + [4] * 2 + [8] * 2) * 2 + [4, 8, 8])
+                before, reads0 = stub.state.calls, reads[0]
+                try:
+                    fn[(2, 1, 1)](extra[-1] if extra else d, db, 5)
+                    exc = None
+                except Exception as e:  # noqa: BLE001  (compared by type and message)
+                    exc = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                launched = stub.state.calls - before
+                side.append((name, launched, exc, stub.param_bytes() if launched else b"", reads[0] - reads0))
+        run = vars(fn).get("run")
+        if enabled and hasattr(run, "counts"):
+            out["memo"] = dict(run.counts).get("memo", 0) - memo0
+        sides.append(side)
+    flt.disable()
+    for a, b in zip(*sides):
+        out["calls"] += 1
+        if a != b:
+            out["differ"].append([a[0], repr(a[1:])[:200], repr(b[1:])[:200]])
+    return out
+
+
 def _fast(k, form):
     from fastlaunch import triton_compiled as tc
 
@@ -230,7 +310,8 @@ def main(argv):
         da, db = desc(k, sa), desc(k, sb)
         if how == "mutated":
             da.strides = [s + (1 if d + 1 < len(da.strides) else 0) for d, s in enumerate(da.strides)]
-        sizes = [128] + [4] * k["rank"] + [8] * k["rank"]
+        r = k["rank"]  # each descriptor's parameters at their PTX sizes: the map form, or decomposed (sm_80)
+        sizes = [8] + [8] * (2 * r) + [1, 1] + [4] * r + [8] * r if k.get("decomposed") else [128] + [4] * r + [8] * r
         stub.record(0, sizes * 2 + [4, 8, 8])
         stub.state.tmap_fail = 1 if how == "encode_fails" else 0
         before = stub.state.calls
@@ -284,24 +365,28 @@ def main(argv):
         result["versions"].append({"driver": version, "encodes_triton": enc_triton, "encodes_fastlaunch": enc_fast,
                                    "served": served, "stock_reasons": reasons})
     # kernel[grid] with descriptors: the same calls through Triton's JIT alone and through fastlaunch's
-    # dispatcher, with the stand-in device answering sm_90, then sm_100 (fresh JITFunctions: Triton
-    # keeps a device's target from its first call).
+    # dispatcher, with the stand-in device answering sm_90, then sm_100, then sm_80 (the decomposed
+    # form: sm_90's calls again) (fresh JITFunctions: Triton keeps a device's target from its first call).
     import triton
 
     stub.state.driver_version = 13000
     driver = triton.runtime.driver.active
     jit_result = {"calls": 0, "differ": 0, "served": 0, "stock_reasons": {}, "archs": []}
-    for arch in (90, 100):
+    for arch in (90, 100, 80):
         driver.get_device_capability = lambda device=None, a=arch: (a // 10, 0)
         fresh = {rank: triton.jit(fn.fn) for rank, fn in _kernels(triton, None).items()}
-        arch_plan = [(dict(item[0], fn=fresh[item[0]["rank"]]),) + item[1:] for item in plan
-                     if item[0]["arch"] == arch][: calls // 4]
+        arch_plan = [(dict(item[0], fn=fresh[item[0]["rank"]], decomposed=arch < 90),) + item[1:] for item in plan
+                     if item[0]["arch"] == max(arch, 90)][: calls // 4]
         flt.disable()
         triton_side = [run_one(item, jit=True) for item in arch_plan]
         flt.enable()
         fast0 = sum(_fast({"fn": f}, "jit") for f in fresh.values())
         fast_side = [run_one(item, jit=True) for item in arch_plan]
-        jit_result["served"] += sum(_fast({"fn": f}, "jit") for f in fresh.values()) - fast0
+        served = sum(_fast({"fn": f}, "jit") for f in fresh.values()) - fast0
+        jit_result["served"] += served
+        jit_result.setdefault("served_by_arch", {})[arch] = served
+        jit_result["memo"] = jit_result.get("memo", 0) + sum(
+            dict(vars(f)["run"].counts).get("memo", 0) for f in fresh.values() if hasattr(vars(f).get("run"), "counts"))
         for fn in fresh.values():
             run = vars(fn).get("run")
             for r, c in (dict(run.counts).get("stock_reasons", {}) if hasattr(run, "counts") else {}).items():
@@ -315,6 +400,9 @@ def main(argv):
     result["differ"] += jit_result["differ"]
     result["hostile"] = hostile_cases(kernels, stub, TensorDescriptor, flt, torch)
     result["differ"] += len(result["hostile"]["differ"])
+    if has_tf32:  # the memo's reads of a changed descriptor (its steps set round_f32_to_tf32)
+        result["memo_mutations"] = memo_mutations(kernels, stub, TensorDescriptor, flt, torch)
+        result["differ"] += len(result["memo_mutations"]["differ"])
     result["kernels"] = len(kernels)
     from fastlaunch.triton_plan import descriptors_encoded_as_3_7
 
