@@ -75,6 +75,7 @@ typedef struct {
   PyObject *str_launch_metadata, *str_launch_enter_hook, *str_launch_exit_hook;
   PyObject *launch_knobs;
   PyObject *tensor_desc_type; /* Triton's TensorDescriptor class (tensor_maps.c), or NULL: none read by the JIT */
+  unsigned tensor_desc_plain; /* its version tag when its reads were last found to run no code (0: not known) */
   int dict_watcher;           /* 3.12+: the watcher id of the JIT's watched dicts */
   /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
   const fl_tensor_door *door;

@@ -35,6 +35,13 @@ static inline int value_push(jit_values *vals, fl_value v, int where, int index)
  * full), 1 (Triton decides: another form, an exception its own code raised). */
 static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v) {
   if (vals->ntmaps >= FL_EXT_MAX_TMAPS || vals->nheld >= JIT_MAX_PARAMS) return 1;
+  /* A class whose attribute reads could run code (a property, a __getattr__ of its own) is Triton's:
+   * its launcher reads each attribute once, after the grid, where this pass reads some before. */
+  unsigned version = Py_TYPE(v)->tp_version_tag;
+  if (!version || version != st->tensor_desc_plain) {
+    st->tensor_desc_plain = fl_ext_tmap_plain_class(st, Py_TYPE(v));
+    if (!st->tensor_desc_plain || st->tensor_desc_plain != Py_TYPE(v)->tp_version_tag) return 1;
+  }
   PyObject *block = PyObject_GetAttr(v, st->str_block_shape), *base = NULL, *dtype = NULL;
   PyObject *items = block ? PySequence_Fast(block, "") : NULL;
   Py_ssize_t rank = items ? PySequence_Fast_GET_SIZE(items) : -1;
