@@ -137,7 +137,8 @@ fuzz-quick: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) $(PYASAN)/stage/.built
 	@echo -n "fuzz python: " && $(PY_ASAN_RUN) fuzz/fuzz_python.py $(PY_FUZZ_QUICK_CALLS) 2
 
 # The JIT and Autotuner dispatchers under the same ASan+UBSan build (no tensor door there: the
-# dispatchers' other path), 3,000 random calls against Triton's own JIT on the stand-in driver.
+# dispatchers' other path), 3,000 random calls against Triton's own JIT on the stand-in driver; then descriptors,
+# scratch and kept compiled kernels (their hostile hooks included) against Triton alone.
 jit-sanitize: $(PYASAN)/stage/.built
 	@PYTHONPATH=$(PYASAN)/stage:tools PYTHONMALLOC=malloc FASTLAUNCH_TENSOR_DOOR=0 \
 	  LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
@@ -150,6 +151,9 @@ jit-sanitize: $(PYASAN)/stage/.built
 	@$(PY_ASAN_RUN) -m fldev.scratch_fidelity 400 3 > build/scratch-sanitize.json 2> build/scratch-sanitize.log || \
 	  { tail -40 build/scratch-sanitize.log; cut -c1-2000 build/scratch-sanitize.json; exit 1; }
 	@echo "descriptors and scratch under ASan+UBSan: $$(cut -c1-60 build/tma-sanitize.json) $$(cut -c1-40 build/scratch-sanitize.json)"
+	@$(PY_ASAN_RUN) -m fldev.compiled_fidelity > build/compiled-sanitize.json 2> build/compiled-sanitize.log || \
+	  { tail -40 build/compiled-sanitize.log; cut -c1-2000 build/compiled-sanitize.json; exit 1; }
+	@echo "compiled kernels under ASan+UBSan (hooks that disable or drop the launch mid-call included): $$(cut -c1-40 build/compiled-sanitize.json)"
 
 # The dispatcher against callbacks that call back in, under the same build: one check per defect of
 # issue 38 (fldev.reentry_checks), the reentrancy harness (fldev.reentry: every callback point and

@@ -295,6 +295,9 @@ class InductorAdapter(Adapter):
             if _device_type(autotuner) == "hip":
                 # torch's static launcher on ROCm: fastlaunch reads the binary's metadata instead.
                 raise FastLaunchPlanUnavailable("hip_static_launcher_unsupported")
+            gss = int(getattr(static, "global_scratch_size", 0) or 0)
+            if gss > 0:  # torch 2.15's allocates it per launch (TMA templates' device-side descriptors)
+                raise FastLaunchPlanUnavailable(f"global_scratch_required:{gss}")
             return ({"hidden_ptrs": int(bool(getattr(static, "has_global_scratch", False)))
                      + int(bool(getattr(static, "has_profile_scratch", False))),
                      "num_warps": int(static.num_warps), "shared_mem": int(static.shared)}, "cuda", "cuda")

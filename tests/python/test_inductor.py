@@ -553,3 +553,32 @@ def test_debug_mode_takes_the_stock_path(host_kernels):
     if hasattr(mode, "debug_string"):
         assert "triton_poi_debugged_4" in mode.debug_string() or "triton_poi_fused_add_0" in mode.debug_string()
     s.close()
+
+
+def test_a_static_launcher_that_allocates_global_scratch_is_torchs():
+    """torch 2.15's static CUDA launcher allocates global scratch per launch (Inductor's TMA templates
+    make device-side descriptors there): the adapter refuses such a kernel by name, never launching
+    it with its scratch pointer null. The same launcher without scratch (a null slot) is taken."""
+    import types
+
+    from fastlaunch import FastLaunchPlanUnavailable, inductor
+
+    class Static:  # what _static_kernel finds behind a static launcher's runner
+        arg_tys, function, has_global_scratch, has_profile_scratch, num_warps, shared = "O", 1, True, True, 4, 0
+
+        def __init__(self, size):
+            self.global_scratch_size = size
+
+        def run(self, *args):
+            raise AssertionError("not launched here")
+
+    autotuner = types.SimpleNamespace(triton_meta={"device_type": "cuda"})
+    adapter = inductor.InductorAdapter(backend="cuda")
+    for size, refused in ((256, True), (0, False), (None, False)):
+        launcher = types.FunctionType((lambda: None).__code__, {"runner": Static(size).run})
+        if refused:
+            with pytest.raises(FastLaunchPlanUnavailable, match="global_scratch_required:256"):
+                adapter._launch_target(autotuner, launcher)
+        else:
+            options, abi, backend = adapter._launch_target(autotuner, launcher)
+            assert options["hidden_ptrs"] == 2 and (abi, backend) == ("cuda", "cuda")
