@@ -74,6 +74,17 @@ AUTOTUNE = ('@triton.autotune(configs=[triton.Config({"XBLOCK": 64}, num_warps=2
             'triton.Config({"XBLOCK": 128}, num_warps=4)], key=["xnumel"])\n')
 
 
+def module_from_source(directory, name, src):
+    """A module written to directory/name.py and imported from there (Triton's JIT reads its source)."""
+    path = os.path.join(directory, f"{name}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _kernel_module(ntensors, nints, directory, tag="", autotune=False):
     """A pointwise kernel as Inductor writes them, with the case's arguments, in a module file (the
     JIT reads its source); under @triton.autotune when asked."""
@@ -83,13 +94,7 @@ def _kernel_module(ntensors, nints, directory, tag="", autotune=False):
            "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)\n"
            "    xmask = xindex < xnumel\n"
            "    tl.store(in_ptr0 + xindex, tl.load(in_ptr0 + xindex, xmask) + 1.0, xmask)\n")
-    path = os.path.join(directory, f"k_{ntensors}_{nints}{tag}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location(f"k_{ntensors}_{nints}{tag}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.kernel, params
+    return module_from_source(directory, f"k_{ntensors}_{nints}{tag}", src).kernel, params
 
 
 HEURISTICS = ('@triton.heuristics({"HAS_B": lambda args: args["in_ptr0"] is not None,\n'
@@ -107,13 +112,7 @@ def _kw_kernel_module(ntensors, nints, directory, tag, heuristics):
            "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)\n"
            "    xmask = xindex < xnumel\n"
            "    tl.store(in_ptr0 + xindex, tl.load(in_ptr0 + xindex, xmask) + 1.0, xmask)\n")
-    path = os.path.join(directory, f"kw_{ntensors}_{nints}{tag}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location(f"kw_{ntensors}_{nints}{tag}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.kernel, params
+    return module_from_source(directory, f"kw_{ntensors}_{nints}{tag}", src).kernel, params
 
 
 def _stock_all(k):

@@ -54,15 +54,9 @@ def scratch(a_ptr, b_ptr, M, N, BLOCK: tl.constexpr):
 
 
 def _module(directory, tag):
-    import importlib.util
+    from fldev.stub_bench import module_from_source
 
-    path = os.path.join(directory, f"tma_bench_{tag}.py")
-    with open(path, "w") as f:
-        f.write(SOURCE)
-    spec = importlib.util.spec_from_file_location(f"tma_bench_{tag}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return module_from_source(directory, f"tma_bench_{tag}", SOURCE)
 
 
 def _setup(stub=None):
