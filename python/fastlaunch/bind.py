@@ -78,6 +78,11 @@ class Adapter:
         FastLaunchPlanUnavailable (stable) when none can be built."""
         raise FastLaunchPlanUnavailable("adapter_cannot_plan")
 
+    def entry_options(self, autotuner, launcher, plan) -> dict:
+        """FinalizedLaunch's keywords beyond the plan: grid_args (the call positions holding the grid,
+        for a plan whose grid comes from the caller) and scratch (global scratch allocated per call)."""
+        return {}
+
     def call_launcher(self, autotuner, launcher, args, stream):
         """Runs one call through the launcher itself (negative cache, active hooks)."""
         return launcher(*args, stream=stream)
@@ -288,8 +293,9 @@ class BoundLaunch:
                 self._install_negative(launcher, exc.reason)
             return False
         reason = _category_mismatch(plan.kinds, args, getattr(plan, "ignored", ()))
-        if reason is None and plan.grid_mode == "caller":
-            reason = "grid_from_caller"  # the entry launches with the plan's own grid only
+        options = self.adapter.entry_options(self.autotuner, launcher, plan)
+        if reason is None and plan.grid_mode == "caller" and "grid_args" not in options:
+            reason = "grid_from_caller"  # the entry launches with the plan's own grid or the call's grid_args
         if reason is not None:
             self.stats.refusals[reason] += 1
             self._install_negative(launcher, reason)
@@ -302,7 +308,7 @@ class BoundLaunch:
             self, plan, autotuner=self.autotuner, launcher=launcher,
             launcher_attr=self.adapter.launchers_attr,
             hook_lists=tuple(self.adapter.hook_lists(launcher)),
-            flags=self._flags + tuple(self.adapter.hook_flags(launcher)))
+            flags=self._flags + tuple(self.adapter.hook_flags(launcher)), **options)
         self.install(self._entry)
         log.info("fastlaunch: %s: promoted (%s, %d runtime args, grid %s)", self.site, plan.backend,
                  plan.runtime_arg_count, plan.grid_mode)
@@ -382,6 +388,8 @@ def _category_mismatch(kinds, args, ignored=()):
     """Checks once, at promotion, that each runtime arg is of the kind's category (the C path checks
     values on every call; a category mismatch here means the launcher's signature is not this call
     site's, so the plan would refuse every call). Positions the plan skips are left out."""
+    if "tmap" in kinds:
+        return None  # one argument gives a map and its shape and strides: the C path checks each call
     kept = [a for i, a in enumerate(args) if i not in ignored]
     for i, (kind, arg) in enumerate(zip(kinds, kept)):
         if kind == "ptr":

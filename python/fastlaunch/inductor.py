@@ -28,7 +28,8 @@ import weakref
 
 from fastlaunch._C import FastLaunchPlanUnavailable, FinalizedLaunch, Plan
 from fastlaunch.bind import Adapter, BoundLaunch, bind
-from fastlaunch.triton_plan import abi_from_signature, hip_launch_options_of, is_hip, launch_options_of
+from fastlaunch.inductor_abi import abi_of_launcher, device_type as _device_type, launch_target, scope_of as _scope
+from fastlaunch.inductor_abi import static_kernel as _static_kernel
 
 log = logging.getLogger("fastlaunch")
 
@@ -78,10 +79,6 @@ def _inline(expr: str, env) -> str:
 
 
 # ---- launchers ----
-def _scope(launcher):
-    return getattr(launcher, "__globals__", None) or {}
-
-
 def _def_args(launcher):
     code = getattr(launcher, "__code__", None)
     if code is None:
@@ -92,41 +89,28 @@ def _def_args(launcher):
     return names
 
 
-def _ignored_positions(call_names, abi_names, folded):
+def _ignored_positions(call_names, abi_names, folded, grid_names=()):
     """Positions of the call's arguments the plan skips: those not in the binary's ABI, allowed when
-    Triton folded their value in, refused otherwise; the rest must be the ABI's, in its order."""
+    Triton folded their value in or they hold the grid (grid_names), refused otherwise; the rest must
+    be the ABI's, in its order."""
     ignore = [i for i, n in enumerate(call_names) if n not in abi_names]
     for i in ignore:
-        if call_names[i] not in folded:
+        if call_names[i] not in folded and call_names[i] not in grid_names:
             raise FastLaunchPlanUnavailable(f"runtime_arg_not_in_abi:{call_names[i]}")
     if [n for n in call_names if n in abi_names] != list(abi_names):
         raise FastLaunchPlanUnavailable(f"launcher_abi_mismatch:{len(call_names)}:{len(abi_names)}")
     return ignore
 
 
-def _static_kernel(launcher):
-    """The StaticallyLaunched*Kernel behind a static launcher (its runner is that kernel's run)."""
-    runner = _scope(launcher).get("runner")
-    owner = getattr(runner, "__self__", None)
-    if owner is not None and hasattr(owner, "arg_tys") and hasattr(owner, "function"):
-        return owner
-    return None
-
-
-def _abi_from_meta(autotuner):
-    """ABI argument names and kinds from the autotuner's Triton signature, through the one mapping
-    (fastlaunch.triton.abi_from_signature); tuple arguments are refused here."""
-    triton_meta = getattr(autotuner, "triton_meta", None) or {}
-    signature = triton_meta.get("signature")
-    if not isinstance(signature, dict):
-        raise FastLaunchPlanUnavailable("codegen_signature_missing")
-    fn = getattr(autotuner, "fn", None)
-    names, kinds, positions, folded = abi_from_signature(signature, triton_meta.get("constants"),
-                                                         list(getattr(fn, "arg_names", None) or []))
-    for name, (_, member) in zip(names, positions):
-        if member is not None:
-            raise FastLaunchPlanUnavailable(f"tuple_arg_unsupported:{name.split('.')[0]}")
-    return names, kinds, folded
+def _fixed_grid_names(meta):
+    """The launcher's grid arguments (torch 2.15's FixedGrid: template kernels take their grid as
+    their last three arguments), or () where the launcher computes its grid."""
+    extra = list(meta.get("extra_launcher_args") or ())
+    if not extra:
+        return ()
+    if meta.get("grid_type") != "FixedGrid" or len(extra) != 3 or list(meta.get("fixed_grid") or ()) != extra:
+        raise FastLaunchPlanUnavailable("extra_launcher_args_unsupported")
+    return tuple(extra)
 
 
 def _torch_npu_fast_launch_on() -> bool:
@@ -241,35 +225,52 @@ class InductorAdapter(Adapter):
     # -- the plan --
     def build_plan(self, autotuner, launcher, args):
         meta = getattr(autotuner, "inductor_meta", None) or {}
-        if meta.get("extra_launcher_args"):
-            raise FastLaunchPlanUnavailable("extra_launcher_args_unsupported")
         if "grid_type" not in meta:
             raise FastLaunchPlanUnavailable("grid_outside_launcher")  # older Inductor passes grid=
-        names, kinds, folded = _abi_from_meta(autotuner)
+        grid_names = _fixed_grid_names(meta)
         def_args = _def_args(launcher)
-        ignore = _ignored_positions(def_args, names, folded)
         if len(args) != len(def_args):
             raise FastLaunchPlanUnavailable(f"args_size_mismatch:{len(args)}:{len(def_args)}")
-        grid = [_inline(e, {n: v for n, v in folded.items() if n in def_args}) for e in
-                grid_exprs_of(meta, launcher.config)]
-        options, abi, backend = self._launch_target(autotuner, launcher)
+        abi = abi_of_launcher(autotuner, launcher, args, def_args)
+        ignore = _ignored_positions(def_args, abi.call_names, abi.folded, grid_names)
+        from torch._inductor.runtime.triton_heuristics import GridExpr
+
+        exprs = _exprs_of_grid(GridExpr.from_meta(meta, launcher.config))
+        if grid_names and exprs != list(grid_names):
+            raise FastLaunchPlanUnavailable("fixed_grid_unrecognised")
+        grid = None if grid_names else [_inline(e, {n: v for n, v in abi.folded.items() if n in def_args}) for e in exprs]
+        options, abi_name, backend, trailing, _ = launch_target(self.backend, autotuner, launcher)
+        names = abi.names + ["global_scratch", "profile_scratch"][:len(trailing)]
         kernel = self._kernel(autotuner, launcher)
         try:
             # The binary's ABI whenever its own options apply (a cuda or hip plan, or the null
             # backend measuring one); host kernels standing in for the GPU take the host ABI.
-            plan = Plan(kernel, kinds, backend=backend, abi=abi, options=options or None,
+            plan = Plan(kernel, abi.kinds + trailing, backend=backend, abi=abi_name, options=options or None,
                         owner=launcher, grid_exprs=grid, arg_names=names, name=meta.get("kernel_name"),
-                        ignore=ignore or None)
+                        ignore=ignore or None, tensor_maps=abi.maps or None,
+                        tensor_map_geometry=abi.geometry or None)
         except (ValueError, TypeError, OverflowError) as exc:
             raise FastLaunchPlanUnavailable(f"plan_creation_error:{type(exc).__name__}") from exc
+        if grid_names:
+            return plan  # the call's own values are the grid
         # One-time check that the grid program computes what the launcher's Python computes.
-        from torch._inductor.runtime.triton_heuristics import GridExpr
-
         expected = GridExpr.from_meta(meta, launcher.config).eval_slow(dict(zip(def_args, args)))
         got = plan.resolve_grid(*args)
         if tuple(expected) != tuple(got):
             raise FastLaunchPlanUnavailable(f"grid_program_mismatch:{tuple(expected)}:{got}")
         return plan
+
+    def entry_options(self, autotuner, launcher, plan):
+        """The entry's grid positions (FixedGrid) and global scratch, as build_plan found them."""
+        out = {}
+        grid_names = _fixed_grid_names(getattr(autotuner, "inductor_meta", None) or {})
+        if grid_names:
+            def_args = _def_args(launcher)
+            out["grid_args"] = tuple(def_args.index(n) for n in grid_names)
+        scratch = launch_target(self.backend, autotuner, launcher)[4]
+        if scratch is not None:
+            out["scratch"] = scratch
+        return out
 
     def _kernel(self, autotuner, launcher):
         if self.kernel_resolver is not None:
@@ -284,30 +285,6 @@ class InductorAdapter(Adapter):
         if not function:
             raise FastLaunchPlanUnavailable("kernel_function_missing")
         return int(function)
-
-    def _launch_target(self, autotuner, launcher):
-        """(options, abi, backend) of the launcher's binary: cuda's, or hip's for an AMD GPU's hsaco
-        (Inductor on ROCm: the same adapter, the hip backend underneath)."""
-        if self.backend not in ("cuda", "hip"):
-            return {}, None, self.backend
-        static = _static_kernel(launcher)
-        if static is not None:
-            if _device_type(autotuner) == "hip":
-                # torch's static launcher on ROCm: fastlaunch reads the binary's metadata instead.
-                raise FastLaunchPlanUnavailable("hip_static_launcher_unsupported")
-            gss = int(getattr(static, "global_scratch_size", 0) or 0)
-            if gss > 0:  # torch 2.15's allocates it per launch (TMA templates' device-side descriptors)
-                raise FastLaunchPlanUnavailable(f"global_scratch_required:{gss}")
-            return ({"hidden_ptrs": int(bool(getattr(static, "has_global_scratch", False)))
-                     + int(bool(getattr(static, "has_profile_scratch", False))),
-                     "num_warps": int(static.num_warps), "shared_mem": int(static.shared)}, "cuda", "cuda")
-        binary = _scope(launcher).get("bin")
-        md = getattr(binary, "metadata", None)
-        if md is None:
-            raise FastLaunchPlanUnavailable("kernel_metadata_missing")
-        if is_hip(md):
-            return hip_launch_options_of(md), "hip", "hip"
-        return launch_options_of(md), "cuda", "cuda"
 
 
 # ---- torch_npu's Inductor ----
@@ -457,11 +434,6 @@ class NpuInductorAdapter(InductorAdapter):
 
 
 # ---- enable / disable ----
-def _device_type(autotuner):
-    meta = getattr(autotuner, "triton_meta", None) or {}
-    return getattr(getattr(autotuner, "device_props", None), "type", None) or meta.get("device_type")
-
-
 def _bind_new(autotuner):
     state = _state
     if state and (state["everywhere"] or state["scopes"]):

@@ -67,11 +67,34 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_ar
         continue;
       }
     }
-    int r = kind == FL_KIND_TMAP ? fl_ext_extract_tmap(st, obj, k, &values[k], &tmaps[spec->tmap_index[k]], NULL, err)
-                                 : fl_ext_extract(st, kind, obj, k, &values[k], err, spec);
+    int r;
+    if (kind == FL_KIND_TMAP) {
+      const fl_tensor_map_value *fixed = spec->tmap_fixed ? &spec->tmap_fixed[spec->tmap_index[k]] : NULL;
+      fl_tensor_map_value *t = &tmaps[spec->tmap_index[k]];
+      r = fixed && fixed->rank ? fl_ext_tmap_of_tensor(st, obj, k, &values[k], t, fixed, err)
+                               : fl_ext_extract_tmap(st, obj, k, &values[k], t, NULL, err);
+    } else {
+      r = fl_ext_extract(st, kind, obj, k, &values[k], err, spec);
+    }
     if (r < 0) return r;
   }
   return 0;
+}
+
+/* fl_ext_collect, then the scalars checked against their kinds, as a launcher's format checks them
+ * before anything of the call runs (a hook, an allocator): what fl_launch would refuse later is
+ * refused now. Returns as fl_ext_collect. */
+static inline int fl_ext_collect_checked(fl_ext_state *st, fl_PlanObject *plan, PyObject *const *full, size_t nfull,
+                                         fl_value *values, fl_tensor_map_value *tmaps, fl_error *err) {
+  int rc = fl_ext_collect(st, &plan->args, full, nfull, values, tmaps, err);
+  fl_abi abi = fl_plan_abi(plan->plan);
+  for (size_t k = 0; rc == 0 && k < plan->args.nruntime; k++) {
+    uint64_t slot[4];
+    if (plan->args.kinds[k] != FL_KIND_PTR && plan->args.kinds[k] != FL_KIND_TMAP &&
+        fl_pack_value(abi, plan->args.kinds[k], &values[k], slot, k, err) != FL_OK)
+      rc = -1;
+  }
+  return rc;
 }
 
 /* fl_ext_collect in the words' form (a->words): every pointer argument a tensor the door takes on

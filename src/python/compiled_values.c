@@ -6,18 +6,7 @@
 
 int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values,
                                 fl_tensor_map_value *tmaps, fl_error *err) {
-  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
-  int rc = fl_ext_collect(L->state, &plan->args, full, nfull, values, tmaps, err);
-  /* The scalars checked against their kinds now, as a launcher's format checks them before its
-   * hook (it reads the pointers after; a pointer refused is already a refusal here). */
-  fl_abi abi = fl_plan_abi(plan->plan);
-  for (size_t k = 0; rc == 0 && k < plan->args.nruntime; k++) {
-    uint64_t slot[4];
-    if (plan->args.kinds[k] != FL_KIND_PTR && plan->args.kinds[k] != FL_KIND_TMAP &&
-        fl_pack_value(abi, plan->args.kinds[k], &values[k], slot, k, err) != FL_OK)
-      rc = -1;
-  }
-  return rc;
+  return fl_ext_collect_checked(L->state, (fl_PlanObject *)L->plan, full, nfull, values, tmaps, err);
 }
 
 int fl_compiled_scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t stream, PyObject *stream_obj,

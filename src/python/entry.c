@@ -36,6 +36,17 @@ typedef struct {
    * and a module's dict is the same object for the module's life): a module's dict, a dict itself,
    * NULL for a flag on another object (read with getattr). */
   PyObject *flag_dict[FL_ENTRY_CACHED_FLAGS];
+  /* grid_args: the call positions of the grid's three values (Inductor's FixedGrid: a template
+   * kernel's launcher takes its grid as its last arguments, the plan skips them); -1: the plan's. */
+  Py_ssize_t grid_pos[3];
+  /* Global scratch (scratch=): the allocator's ContextVar, read per call and called as the launcher
+   * calls it; the plan's last nhidden arguments are the launcher's trailing pointers, the first of
+   * them the buffer's address. NULL: none. */
+  PyObject *scratch_var;
+  unsigned long long scratch_size, scratch_align;
+  unsigned scratch_ctas;
+  Py_ssize_t nhidden;
+  fl_ext_scratch_ints scratch_ints;
 } EntryObject;
 
 /* Hands the call to the bound launch: bound.entry_fallback(reason, stable, args, kwargs). The
@@ -146,6 +157,56 @@ static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
   return 0;
 }
 
+/* The grid from the call's grid_args positions: exact non-negative ints (anything else: the stock
+ * launcher, which reads them its own way). 1, or 0. */
+static int grid_of_args(const EntryObject *self, PyObject *const *args, int64_t g[3]) {
+  for (int d = 0; d < 3; d++) {
+    uint64_t mag;
+    int neg;
+    PyObject *o = args[self->grid_pos[d]];
+    if (!PyLong_CheckExact(o) || !fl_ext_int_digits(o, &mag, &neg) || neg || mag > (uint64_t)INT64_MAX) return 0;
+    g[d] = (int64_t)mag;
+  }
+  return 1;
+}
+
+/* A launch with global scratch: every argument read and checked, the grid resolved, then the
+ * allocator called (size: programs x num_ctas x bytes per CTA, its alignment, the call's stream
+ * object), its buffer's address the first trailing pointer, and the plan launched; the buffer is
+ * dropped once the launch returns, as the launcher drops it. Nothing is submitted before the
+ * allocator returns: what it raises propagates, as from the stock launcher. */
+static Py_NO_INLINE PyObject *entry_scratch(EntryObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                                            uint64_t stream, PyObject *stream_obj, const int64_t *grid) {
+  fl_PlanObject *plan = self->plan;
+  size_t nfull = nargs + (size_t)self->nhidden;
+  if (!stream_obj || nfull > FL_EXT_STACK_VALUES) return fallback(self, "scratch_call", false, args, nargs, kwnames);
+  PyObject *full[FL_EXT_STACK_VALUES];
+  for (size_t i = 0; i < nfull; i++) full[i] = i < nargs ? args[i] : Py_None; /* the address comes after */
+  fl_value values[FL_EXT_STACK_VALUES];
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
+  fl_error err;
+  uint32_t gu[3];
+  int rc = fl_ext_collect_checked(self->state, plan, full, nfull, values, tmaps, &err);
+  if (rc == -2) return NULL;
+  if (rc == 0 && fl_plan_resolve_grid(plan->plan, values, plan->args.nruntime, grid, gu, &err) != FL_OK) rc = -1;
+  if (rc < 0) return fallback(self, err.reason, err.stable, args, nargs, kwnames);
+  const int64_t g[3] = {gu[0], gu[1], gu[2]};
+  PyObject *buf = NULL;
+  uint64_t addr = 0;
+  if (fl_ext_scratch_alloc(self->state, self->scratch_var, self->scratch_size, self->scratch_align, self->scratch_ctas, g,
+                           stream, stream_obj, &self->scratch_ints, &buf, &addr) < 0)
+    return NULL;
+  values[plan->args.nruntime - (size_t)self->nhidden] = fl_ptr((const void *)(uintptr_t)addr);
+  fl_status s = fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err);
+  Py_DECREF(buf);
+  if (s == FL_OK) {
+    self->calls++;
+    Py_RETURN_NONE;
+  }
+  if (err.backend_submitted) return fl_ext_raise(self->state, &err);
+  return fallback(self, err.reason, err.stable, args, nargs, kwnames);
+}
+
 static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   EntryObject *self = (EntryObject *)callable;
   fl_ext_state *st = self->state;
@@ -168,6 +229,7 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
   }
   /* 3. Keywords: only stream=. */
   uint64_t stream = 0;
+  PyObject *stream_obj = NULL;
   if (kwnames) {
     Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < nk; k++) {
@@ -178,6 +240,7 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
         if (cmp != 0) return fallback(self, "runtime_kwargs", false, args, nargs, kwnames);
       }
       fl_error serr;
+      stream_obj = args[nargs + (size_t)k];
       /* A stream handle is an exact int (0x7f...): read inline; anything else the full way. */
       if (fl_ext_u64_of(args[nargs + (size_t)k], &stream)) continue;
       if (fl_ext_parse_stream(args[nargs + (size_t)k], &stream, &serr) < 0)
@@ -189,9 +252,18 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     PyObject *list = PyTuple_GET_ITEM(self->hook_lists, h);
     if (PyList_GET_SIZE(list) > 0) return fallback(self, "launch_hooks", false, args, nargs, kwnames);
   }
-  if (nargs != self->plan->args.ncall) return fallback(self, "args_count", false, args, nargs, kwnames);
+  if (nargs + (size_t)self->nhidden != self->plan->args.ncall)
+    return fallback(self, "args_count", false, args, nargs, kwnames);
+  int64_t gv[3];
+  const int64_t *grid = NULL;
+  if (self->grid_pos[0] >= 0) {
+    if (!grid_of_args(self, args, gv)) return fallback(self, "grid_args", false, args, nargs, kwnames);
+    grid = gv;
+  }
+  if (FL_EXT_UNLIKELY(self->scratch_var != NULL))
+    return entry_scratch(self, args, nargs, kwnames, stream, stream_obj, grid);
   fl_error err;
-  int rc = fl_ext_plan_launch(self->plan, args, nargs, stream, NULL, &err);
+  int rc = fl_ext_plan_launch(self->plan, args, nargs, stream, grid, &err);
   if (rc == 0) {
     self->calls++;
     Py_RETURN_NONE;
@@ -202,12 +274,42 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
   return fallback(self, err.reason, err.stable, args, nargs, kwnames);
 }
 
+/* grid_args=(three call positions) and scratch=(ContextVar, bytes per CTA, alignment, num_ctas,
+ * trailing pointers) of FinalizedLaunch(...), checked against the plan. 0, or -1 with an exception. */
+static int parse_extras(fl_PlanObject *plan, PyObject *grid_args, PyObject *scratch, Py_ssize_t pos[3], PyObject **var,
+                        unsigned long long *size, unsigned long long *align, unsigned *ctas, Py_ssize_t *nhidden) {
+  if (scratch != Py_None) {
+    if (!PyTuple_Check(scratch) ||
+        !PyArg_ParseTuple(scratch, "OKKIn:FinalizedLaunch scratch", var, size, align, ctas, nhidden) ||
+        !PyContextVar_CheckExact(*var) || *nhidden < 1 || (size_t)*nhidden >= plan->args.ncall || *ctas < 1) {
+      PyErr_Clear();
+      PyErr_SetString(PyExc_TypeError, "scratch: (ContextVar, bytes per CTA, alignment, num_ctas, trailing pointers >= 1)");
+      return -1;
+    }
+  }
+  if (grid_args == Py_None) return 0;
+  size_t ncall = plan->args.ncall - (size_t)*nhidden;
+  if (!PyTuple_Check(grid_args) || PyTuple_GET_SIZE(grid_args) != 3) goto bad;
+  for (int d = 0; d < 3; d++) {
+    pos[d] = PyLong_Check(PyTuple_GET_ITEM(grid_args, d)) ? PyLong_AsSsize_t(PyTuple_GET_ITEM(grid_args, d)) : -1;
+    /* a position the plan skips: the grid is no kernel argument */
+    if (pos[d] < 0 || (size_t)pos[d] >= ncall || !plan->args.argmap || plan->args.argmap[pos[d]] >= 0) goto bad;
+  }
+  return 0;
+bad:
+  PyErr_Clear();
+  PyErr_Format(PyExc_ValueError, "grid_args: expected three call positions the plan ignores (0..%zu)", ncall - 1);
+  return -1;
+}
+
 static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"bound", "plan", "autotuner", "launcher", "launcher_attr", "hook_lists", "flags", NULL};
+  static char *kwlist[] = {"bound", "plan", "autotuner", "launcher", "launcher_attr", "hook_lists", "flags",
+                           "grid_args", "scratch", NULL};
   PyObject *bound, *plan, *autotuner = Py_None, *launcher = Py_None, *launcher_attr = NULL;
-  PyObject *hook_lists = NULL, *flags = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OOUO!O!:FinalizedLaunch", kwlist, &bound, &plan, &autotuner,
-                                   &launcher, &launcher_attr, &PyTuple_Type, &hook_lists, &PyTuple_Type, &flags))
+  PyObject *hook_lists = NULL, *flags = NULL, *grid_args = Py_None, *scratch = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OOUO!O!OO:FinalizedLaunch", kwlist, &bound, &plan, &autotuner,
+                                   &launcher, &launcher_attr, &PyTuple_Type, &hook_lists, &PyTuple_Type, &flags,
+                                   &grid_args, &scratch))
     return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
@@ -215,8 +317,15 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyErr_Format(PyExc_TypeError, "plan: expected a fastlaunch Plan, got %.80s", Py_TYPE(plan)->tp_name);
     return NULL;
   }
-  if (((fl_PlanObject *)plan)->plan && fl_plan_grid_mode(((fl_PlanObject *)plan)->plan) == FL_GRID_CALLER) {
-    PyErr_SetString(PyExc_ValueError, "plan: a finalized entry needs a static grid or a grid program");
+  Py_ssize_t grid_pos[3] = {-1, -1, -1}, nhidden = 0;
+  PyObject *var = NULL;
+  unsigned long long ssize = 0, salign = 0;
+  unsigned sctas = 0;
+  if (parse_extras((fl_PlanObject *)plan, grid_args, scratch, grid_pos, &var, &ssize, &salign, &sctas, &nhidden) < 0)
+    return NULL;
+  if (((fl_PlanObject *)plan)->plan && fl_plan_grid_mode(((fl_PlanObject *)plan)->plan) == FL_GRID_CALLER &&
+      grid_pos[0] < 0) {
+    PyErr_SetString(PyExc_ValueError, "plan: a finalized entry needs a static grid, a grid program or grid_args");
     return NULL;
   }
   if (hook_lists) {
@@ -251,6 +360,9 @@ static PyObject *entry_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->launcher_attr = launcher_attr ? Py_NewRef(launcher_attr) : PyUnicode_InternFromString("launchers");
   self->hook_lists = hook_lists ? Py_NewRef(hook_lists) : PyTuple_New(0);
   self->flags = flags ? Py_NewRef(flags) : PyTuple_New(0);
+  memcpy(self->grid_pos, grid_pos, sizeof grid_pos);
+  self->scratch_var = Py_XNewRef(var);
+  self->scratch_size = ssize, self->scratch_align = salign, self->scratch_ctas = sctas, self->nhidden = nhidden;
   if (!self->launcher_attr || !self->hook_lists || !self->flags) {
     Py_DECREF(self);
     return NULL;
@@ -273,6 +385,7 @@ static int entry_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(self->launcher);
   Py_VISIT(self->hook_lists);
   Py_VISIT(self->flags);
+  Py_VISIT(self->scratch_var);
   return 0;
 }
 
@@ -284,6 +397,8 @@ static int entry_clear(PyObject *op) {
   Py_CLEAR(self->launcher);
   Py_CLEAR(self->hook_lists);
   Py_CLEAR(self->flags);
+  Py_CLEAR(self->scratch_var);
+  fl_ext_scratch_ints_clear(&self->scratch_ints);
   memset(self->flag_dict, 0, sizeof self->flag_dict);
   self->steady = 0;
   self->autotuner_dict = self->launchers_seen = NULL;
@@ -327,8 +442,10 @@ static PyType_Slot entry_slots[] = {
     {Py_tp_repr, entry_repr},
     {Py_tp_members, entry_members},
     {Py_tp_doc, "FinalizedLaunch(bound, plan, *, autotuner=None, launcher=None, launcher_attr='launchers', "
-                "hook_lists=(), flags=())\n--\n\nThe steady-state entry of a call slot: flags are (object or dict, "
-                "name, reason)."},
+                "hook_lists=(), flags=(), grid_args=None, scratch=None)\n--\n\nThe steady-state entry of a call slot: "
+                "flags are (object or dict, name, reason); grid_args: three call positions (ignored by the plan) "
+                "holding the grid; scratch: (allocator ContextVar, bytes per CTA, alignment, num_ctas, trailing "
+                "pointers) for a kernel with global scratch."},
     {0, NULL},
 };
 

@@ -223,6 +223,10 @@ typedef struct {
   bool words;           /* launches through fl_launch_words when every argument reads as a word */
   uint8_t *tmap_index;  /* per runtime index: its place among the tensor maps (NULL: the plan has none) */
   uint8_t tmap_rank[FL_EXT_MAX_TMAPS]; /* each tensor map's rank: 2 x rank values follow its map */
+  /* Per tensor map: the shape and strides fixed when the plan was made (Inductor's host-side TMA:
+   * the call passes the tensor, the launcher builds TensorDescriptor(tensor, shape, strides, block)
+   * with the defaults), rank 0 where the call passes a descriptor; NULL: none fixed. */
+  fl_tensor_map_value *tmap_fixed;
 } fl_ext_args;
 
 /* ---- tensor_maps.c: tensor descriptors (Triton's TensorDescriptor) for FL_KIND_TMAP ---- */
@@ -231,6 +235,14 @@ typedef struct {
 int fl_ext_parse_tensor_maps(PyObject *obj, fl_tensor_map_meta *metas, size_t *n);
 /* a->tmap_index and tmap_rank from the plan's kinds and metas. 0, or -1 with MemoryError. */
 int fl_ext_args_tmaps(fl_ext_args *a, const fl_tensor_map_meta *metas, size_t n);
+/* tensor_map_geometry=[None or (shape, strides), ...], one entry per tensor map, into a->tmap_fixed
+ * (each rank the meta's, the innermost stride 1). 0, or -1 with an exception naming the entry. */
+int fl_ext_args_tmap_geometry(fl_ext_args *a, PyObject *obj, const fl_tensor_map_meta *metas, size_t n);
+/* A tensor map whose shape and strides are fixed (`fixed`), its base the call's tensor (through the
+ * door, else data_ptr()) as TensorDescriptor takes it: 16-byte aligned, else refused
+ * (tmap_base_unaligned: Inductor's launcher copies such a tensor first). Returns as fl_ext_extract_tmap. */
+int fl_ext_tmap_of_tensor(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out, fl_tensor_map_value *t,
+                          const fl_tensor_map_value *fixed, fl_error *err);
 /* ---- scratch.c ---- */
 /* The int objects a launch last gave its allocator (size and stream), kept by whoever holds the
  * launch's scratch: given again while their values do not change, so a steady launch makes none. */

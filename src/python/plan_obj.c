@@ -235,13 +235,15 @@ static int map_positions(fl_PlanObject *self, PyObject *ignore_obj, const fl_ten
 
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"kernel", "kinds", "backend", "abi", "options", "owner", "runtime_arg_count", "fixed_args",
-                           "grid", "grid_exprs", "arg_names", "name", "ignore", "tensor_maps", NULL};
+                           "grid", "grid_exprs", "arg_names", "name", "ignore", "tensor_maps", "tensor_map_geometry",
+                           NULL};
   PyObject *kernel, *kinds_obj, *backend_obj = NULL, *abi_obj = Py_None, *options = Py_None, *owner = Py_None;
   PyObject *runtime_obj = Py_None, *fixed_obj = Py_None, *grid_obj = Py_None, *exprs_obj = Py_None;
   PyObject *names_obj = Py_None, *name_obj = Py_None, *ignore_obj = Py_None, *tmaps_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$UOOOOOOOOOOO:Plan", kwlist, &kernel, &kinds_obj, &backend_obj,
+  PyObject *geometry_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$UOOOOOOOOOOOO:Plan", kwlist, &kernel, &kinds_obj, &backend_obj,
                                    &abi_obj, &options, &owner, &runtime_obj, &fixed_obj, &grid_obj, &exprs_obj,
-                                   &names_obj, &name_obj, &ignore_obj, &tmaps_obj))
+                                   &names_obj, &name_obj, &ignore_obj, &tmaps_obj, &geometry_obj))
     return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
@@ -297,6 +299,8 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self = wrap_plan(type, st, plan, owner, names_keep, kinds, &info);
   kinds = NULL; /* the object keeps the parsed array (or freed it) */
   if (self && map_positions(self, ignore_obj, metas, d.ntensor_maps) < 0) Py_CLEAR(self);
+  if (self && geometry_obj != Py_None && fl_ext_args_tmap_geometry(&self->args, geometry_obj, metas, d.ntensor_maps) < 0)
+    Py_CLEAR(self);
   if (self && fl_ext_args_index(&self->args, fl_plan_takes_words(plan)) < 0) Py_CLEAR(self);
 error:
   if (lib) fl_host_lib_release(lib);
@@ -320,6 +324,7 @@ static void plan_dealloc(PyObject *op) {
   PyMem_Free(self->args.argmap);
   PyMem_Free(self->args.ptr_pos);
   PyMem_Free(self->args.tmap_index);
+  PyMem_Free(self->args.tmap_fixed);
   if (self->plan) fl_plan_release(self->plan);
   tp->tp_free(self);
   Py_DECREF(tp);
@@ -495,8 +500,10 @@ static PyType_Slot plan_slots[] = {
     {Py_tp_getset, plan_getset},
     {Py_tp_methods, plan_methods},
     {Py_tp_doc, "Plan(kernel, kinds, *, backend='host', abi=None, options=None, owner=None, runtime_arg_count=None, "
-                "fixed_args=(), grid=None, grid_exprs=None, arg_names=None, name=None, ignore=None)\n--\n\nA launch plan, "
-                "built once.\n\nabi is the ABI (default: the backend's own); options are that ABI's "
+                "fixed_args=(), grid=None, grid_exprs=None, arg_names=None, name=None, ignore=None, tensor_maps=None, "
+                "tensor_map_geometry=None)\n--\n\nA launch plan, built once.\n\ntensor_maps: each tensor map's "
+                "(swizzle, elem_size, elem_type, block_shape, fp4_padded); tensor_map_geometry: per map None (the call "
+                "passes a TensorDescriptor) or (shape, strides) (the call passes the tensor).\n\nabi is the ABI (default: the backend's own); options are that ABI's "
                 "options by name (cuda: hidden_ptrs, num_warps, num_ctas, shared_mem, cooperative, pdl; npu: ffts, "
                 "simt_only, dtdata, scratch, ffts_addr, simt, dyn_ubuf, clamp_blocks).\n\n"
                 "plan(*args, stream=0, grid=None) launches it."},

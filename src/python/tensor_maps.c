@@ -187,6 +187,65 @@ done:
   return rc;
 }
 
+/* ---- a map from the call's tensor, its shape and strides fixed (Inductor's host-side TMA) ---- */
+static int geometry_one(PyObject *entry, size_t j, const fl_tensor_map_meta *m, fl_tensor_map_value *t) {
+  memset(t, 0, sizeof *t);
+  if (entry == Py_None) return 0;
+  PyObject *shape = NULL, *strides = NULL;
+  if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) goto bad;
+  shape = PyTuple_GET_ITEM(entry, 0), strides = PyTuple_GET_ITEM(entry, 1);
+  Py_ssize_t rank = read_ints(shape, t->shape);
+  if (rank != (Py_ssize_t)m->rank || read_ints(strides, t->strides) != rank) goto bad;
+  for (Py_ssize_t d = 0; d < rank; d++)
+    if (t->shape[d] < 1 || t->strides[d] < 1) goto bad;
+  if (t->strides[rank - 1] != 1) {
+    PyErr_Format(PyExc_ValueError, "tensor_map_geometry[%zu]: the innermost stride must be 1", j);
+    return -1;
+  }
+  t->rank = (uint32_t)rank;
+  return 0;
+bad:
+  PyErr_Format(PyExc_ValueError, "tensor_map_geometry[%zu]: expected None or (shape, strides), %u positive ints each", j,
+               m->rank);
+  return -1;
+}
+
+int fl_ext_args_tmap_geometry(fl_ext_args *a, PyObject *obj, const fl_tensor_map_meta *metas, size_t n) {
+  PyObject *items = PySequence_Tuple(obj);
+  if (!items) return -1;
+  int rc = -1;
+  if ((size_t)PyTuple_GET_SIZE(items) != n) {
+    PyErr_Format(PyExc_ValueError, "tensor_map_geometry: %zd entries for %zu tensor maps", PyTuple_GET_SIZE(items), n);
+  } else if ((a->tmap_fixed = PyMem_Calloc(n ? n : 1, sizeof *a->tmap_fixed)) == NULL) {
+    PyErr_NoMemory();
+  } else {
+    rc = 0;
+    for (size_t j = 0; rc == 0 && j < n; j++) rc = geometry_one(PyTuple_GET_ITEM(items, (Py_ssize_t)j), j, &metas[j], &a->tmap_fixed[j]);
+  }
+  Py_DECREF(items);
+  return rc;
+}
+
+int fl_ext_tmap_of_tensor(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out, fl_tensor_map_value *t,
+                          const fl_tensor_map_value *fixed, fl_error *err) {
+  unsigned long long addr = 0;
+  int r = base_address(st, obj, &addr);
+  if (r < 0) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_TypeError)) return -2;
+    PyErr_Clear();
+  }
+  if (r != 0) return refuse(err, "tmap_tensor_expected", i), -1;
+  if (addr % 16 != 0) return refuse(err, "tmap_base_unaligned", i), -1;
+  *t = *fixed; /* padding "zero", round_f32_to_tf32 False: TensorDescriptor's defaults */
+  t->base = addr;
+  out[0] = fl_tensor_map(t);
+  for (uint32_t d = 0; d < t->rank; d++) {
+    out[1 + d] = fl_int(t->shape[d]);
+    out[1 + t->rank + d] = fl_int(t->strides[d]);
+  }
+  return 0;
+}
+
 /* ---- the JIT memo's read (jit_key.c): no Python code runs ---- */
 
 static PyObject *const *desc_names(fl_ext_state *st, PyObject *names[6]) {

@@ -555,30 +555,38 @@ def test_debug_mode_takes_the_stock_path(host_kernels):
     s.close()
 
 
-def test_a_static_launcher_that_allocates_global_scratch_is_torchs():
+def test_a_static_launcher_that_allocates_global_scratch_gets_it_per_call():
     """torch 2.15's static CUDA launcher allocates global scratch per launch (Inductor's TMA templates
-    make device-side descriptors there): the adapter refuses such a kernel by name, never launching
-    it with its scratch pointer null. The same launcher without scratch (a null slot) is taken."""
+    make device-side descriptors there): the plan takes the launcher's trailing pointers as its last
+    arguments and the entry allocates as the launcher does (Triton's allocator ContextVar, bytes per
+    program, the alignment), never launching with the scratch pointer null; a launcher without
+    scratch keeps null slots. Calls compared with torch's launcher: tests/python/test_inductor_tma.py."""
     import types
 
-    from fastlaunch import FastLaunchPlanUnavailable, inductor
+    from triton.runtime import _allocation
 
-    class Static:  # what _static_kernel finds behind a static launcher's runner
-        arg_tys, function, has_global_scratch, has_profile_scratch, num_warps, shared = "O", 1, True, True, 4, 0
+    from fastlaunch import FastLaunchPlanUnavailable
+    from fastlaunch.inductor_abi import launch_target
 
-        def __init__(self, size):
-            self.global_scratch_size = size
+    class Static:  # what static_kernel finds behind a static launcher's runner
+        arg_tys, function, has_profile_scratch, num_warps, shared, global_scratch_align = "O", 1, True, 4, 0, 128
+
+        def __init__(self, size, has=True):
+            self.global_scratch_size, self.has_global_scratch = size, has
 
         def run(self, *args):
             raise AssertionError("not launched here")
 
     autotuner = types.SimpleNamespace(triton_meta={"device_type": "cuda"})
-    adapter = inductor.InductorAdapter(backend="cuda")
-    for size, refused in ((256, True), (0, False), (None, False)):
-        launcher = types.FunctionType((lambda: None).__code__, {"runner": Static(size).run})
-        if refused:
-            with pytest.raises(FastLaunchPlanUnavailable, match="global_scratch_required:256"):
-                adapter._launch_target(autotuner, launcher)
-        else:
-            options, abi, backend = adapter._launch_target(autotuner, launcher)
-            assert options["hidden_ptrs"] == 2 and (abi, backend) == ("cuda", "cuda")
+
+    def target(static):
+        return launch_target("cuda", autotuner, types.FunctionType((lambda: None).__code__, {"runner": static.run}))
+
+    options, abi, backend, trailing, scratch = target(Static(256))
+    assert options["hidden_ptrs"] == 0 and trailing == ["ptr", "ptr"] and (abi, backend) == ("cuda", "cuda")
+    assert scratch == (_allocation._allocator, 256, 128, 1, 2)
+    for size in (0, None):
+        options, _, _, trailing, scratch = target(Static(size))
+        assert options["hidden_ptrs"] == 2 and trailing == [] and scratch is None
+    with pytest.raises(FastLaunchPlanUnavailable, match="global_scratch_required:256"):
+        target(Static(256, has=False))  # a size and no slot: not a launcher fastlaunch knows
