@@ -255,7 +255,6 @@ def plot(results, path):
 
     results = [r for r in results if r["backend"] != "c"]  # the per-tensor row is no launch path
     backends = list(dict.fromkeys(r["backend"] for r in results))
-    cases = list(dict.fromkeys(r["case"] for r in results))
     fig, axes = plt.subplots(1, len(backends), figsize=(7 * len(backends), 4.8), squeeze=False)
     colors = {"floor": "#999999", "floor-unpack": "#cccccc", "stock-model": "#d62728", "seed": "#ff7f0e",
               "fastlaunch": "#2ca02c", "fastlaunch-dyngrid": "#1f77b4", "triton-run": "#9467bd",
@@ -264,18 +263,22 @@ def plot(results, path):
               "fastlaunch-jit-kw": "#aec7e8", "triton-heuristics": "#c5b0d5", "fastlaunch-heuristics": "#98df8a",
               "cuda-stub-fastlaunch": "#ffbb78"}
     for ax, backend in zip(axes[0], backends):
-        modes = list(dict.fromkeys(r["mode"] for r in results if r["backend"] == backend))
+        # Each backend's own cases and modes: a backend measures one case (cuda-stub-tma) or a mode
+        # only some cases have; a missing row draws no bar.
+        ns = {(r["case"], r["mode"]): r["ns_median"] for r in results if r["backend"] == backend}
+        cases = list(dict.fromkeys(c for c, _ in ns))
+        modes = list(dict.fromkeys(m for _, m in ns))
         width = 0.8 / len(modes)
         stock = "inductor-stock" if "inductor-stock" in modes else "stock-model"
         for mi, m in enumerate(modes):
-            vals = [next(r["ns_median"] for r in results if r["backend"] == backend and r["case"] == c and r["mode"] == m)
-                    for c in cases]
-            xs = [ci + (mi - (len(modes) - 1) / 2) * width for ci in range(len(cases))]
-            bars = ax.bar(xs, vals, width, label=m, color=colors.get(m, "#7f7f7f"))
+            xs = [ci + (mi - (len(modes) - 1) / 2) * width for ci, c in enumerate(cases) if (c, m) in ns]
+            drawn = [c for c in cases if (c, m) in ns]
+            bars = ax.bar(xs, [ns[c, m] for c in drawn], width, label=m, color=colors.get(m, "#7f7f7f"))
             if m == stock:
-                for b, c in zip(bars, cases):
-                    fast = next(r["ns_median"] for r in results
-                                if r["backend"] == backend and r["case"] == c and r["mode"] == "fastlaunch")
+                for b, c in zip(bars, drawn):
+                    fast = ns.get((c, "fastlaunch"))
+                    if not fast:
+                        continue
                     ax.annotate(f"{b.get_height() / fast:.1f}x", (b.get_x() + b.get_width() / 2, b.get_height()),
                                 ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(cases)))
