@@ -154,6 +154,9 @@ jit-sanitize: $(PYASAN)/stage/.built
 	@$(PY_ASAN_RUN) -m fldev.compiled_fidelity > build/compiled-sanitize.json 2> build/compiled-sanitize.log || \
 	  { tail -40 build/compiled-sanitize.log; cut -c1-2000 build/compiled-sanitize.json; exit 1; }
 	@echo "compiled kernels under ASan+UBSan (hooks that disable or drop the launch mid-call included): $$(cut -c1-40 build/compiled-sanitize.json)"
+	@$(PY_ASAN_RUN) -m fldev.inductor_tma 100 3 > build/inductor-tma-sanitize.json 2> build/inductor-tma-sanitize.log || \
+	  { tail -40 build/inductor-tma-sanitize.log; cut -c1-3000 build/inductor-tma-sanitize.json; exit 1; }
+	@echo "Inductor's TMA templates under ASan+UBSan: $$(grep -E '"(calls|mismatches)"' build/inductor-tma-sanitize.json | head -2 | tr -d ' \n')"
 
 # The dispatcher against callbacks that call back in, under the same build: one check per defect of
 # issue 38 (fldev.reentry_checks), the reentrancy harness (fldev.reentry: every callback point and
