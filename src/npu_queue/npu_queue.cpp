@@ -102,6 +102,9 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fastlaunch._npu_queue",
 PyMODINIT_FUNC PyInit__npu_queue(void) {
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return nullptr;
+#ifdef Py_GIL_DISABLED
+  PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED); /* reads torch's objects, keeps no state of its own */
+#endif
   PyObject *capsule = PyCapsule_New(const_cast<fl_npu_queue *>(&table), "fastlaunch.npu_queue", nullptr);
   if (!capsule || PyModule_AddObject(m, "queue", capsule) < 0) {
     Py_XDECREF(capsule);

@@ -271,7 +271,11 @@ static PyObject *at_dispatch(AutotuneObject *self, PyObject *grid, PyObject *con
 
 PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *const *args, size_t nargsf,
                                PyObject *kwnames) {
-  return at_dispatch((AutotuneObject *)dispatcher, grid, args, PyVectorcall_NARGS(nargsf), kwnames, 0);
+  PyObject *result;
+  Py_BEGIN_CRITICAL_SECTION(dispatcher); /* kernel[grid], or Heuristics' call into this dispatcher */
+  result = at_dispatch((AutotuneObject *)dispatcher, grid, args, PyVectorcall_NARGS(nargsf), kwnames, 0);
+  Py_END_CRITICAL_SECTION();
+  return result;
 }
 
 PyObject **fl_ext_autotune_spare(PyObject *dispatcher) { return &((AutotuneObject *)dispatcher)->spare_call; }
@@ -292,7 +296,7 @@ static PyObject *stripped_names(AutotuneObject *self, PyObject *kwnames, Py_ssiz
 
 /* run(*args, grid=..., warmup=..., **kwargs): Triton's signature. Over a JitDispatcher, a call with
  * grid= and warmup=False takes the kernel[grid] form, which the inner JIT's memo serves. */
-static PyObject *at_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+static PyObject *at_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   AutotuneObject *self = (AutotuneObject *)callable;
   size_t nargs = PyVectorcall_NARGS(nargsf);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, grid_at = -1, warmup_at = -1;
@@ -323,6 +327,8 @@ static PyObject *at_vectorcall(PyObject *callable, PyObject *const *args, size_t
   /* grid= and warmup= are keywords here: not parameters, so not in the key; the inner run gets them. */
   return at_dispatch(self, NULL, args, nargs, kwnames, warmup);
 }
+
+FL_EXT_VECTORCALL_LOCKED(at_vectorcall, at_vectorcall_unlocked, FL_EXT_SELF)
 
 /* The run() form with its keywords in a dict: a subclass's super().run(*args, **kwargs) reaches
  * TunerSlot's bound form with the dict CPython built, read here in place (no kwnames tuple made per
@@ -417,7 +423,7 @@ static PyObject *at_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 }
 
 /* _insert(key bytes, config or None, names, values, keep, refusal or None) */
-static PyObject *at_insert(PyObject *op, PyObject *args) {
+static PyObject *at_insert_unlocked(PyObject *op, PyObject *args) {
   AutotuneObject *self = (AutotuneObject *)op;
   PyObject *key, *config, *names, *values, *keep, *refusal;
   if (!PyArg_ParseTuple(args, "O!OO!O!O!O:_insert", &PyBytes_Type, &key, &config, &PyTuple_Type, &names, &PyTuple_Type,
@@ -461,21 +467,21 @@ static PyObject *at_insert(PyObject *op, PyObject *args) {
   Py_RETURN_TRUE;
 }
 
-static PyObject *at_clear_method(PyObject *op, PyObject *unused) {
+static PyObject *at_clear_method_unlocked(PyObject *op, PyObject *unused) {
   AutotuneObject *self = (AutotuneObject *)op;
   (void)unused;
   table_clear(self);
   Py_RETURN_NONE;
 }
 
-static PyObject *at_invalidate(PyObject *op, PyObject *unused) {
+static PyObject *at_invalidate_unlocked(PyObject *op, PyObject *unused) {
   AutotuneObject *self = (AutotuneObject *)op;
   (void)unused;
   self->watch.force = 1;
   Py_RETURN_NONE;
 }
 
-static PyObject *at_get_counts(PyObject *op, void *closure) {
+static PyObject *at_get_counts_unlocked(PyObject *op, void *closure) {
   AutotuneObject *self = (AutotuneObject *)op;
   (void)closure;
   PyObject *reasons = PyDict_Copy(self->stock_counts);
@@ -534,6 +540,11 @@ static void at_dealloc(PyObject *op) {
   tp->tp_free(self);
   Py_DECREF(tp);
 }
+
+FL_EXT_METHOD_LOCKED(at_insert, at_insert_unlocked)
+FL_EXT_METHOD_LOCKED(at_clear_method, at_clear_method_unlocked)
+FL_EXT_METHOD_LOCKED(at_invalidate, at_invalidate_unlocked)
+FL_EXT_GETTER_LOCKED(at_get_counts, at_get_counts_unlocked)
 
 static PyMethodDef at_methods[] = {
     {"_insert", at_insert, METH_VARARGS,

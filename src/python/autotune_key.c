@@ -41,10 +41,10 @@ static int key_value(at_key *k, PyObject *v) {
 static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
   if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_CheckExact(v))
     return 0;
-  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
+  if (FL_EXT_UNLIKELY(FL_EXT_LOAD(st->door_state) == 0)) fl_ext_door_load(st);
   uint64_t p;
   int where, index, dtype;
-  if (st->door && st->door->unpack_typed(v, &p, &where, &index, &dtype))
+  if (FL_EXT_DOOR(st) && FL_EXT_DOOR(st)->unpack_typed(v, &p, &where, &index, &dtype))
     return push(k, A_DTYPE | pos << 8 | (uint64_t)(uint32_t)dtype << 32) ? 1 : 0;
   /* No door (or not a tensor it reads): the dtype object by identity, which the policy keeps alive
    * with the entry (torch's dtypes are singletons: one object per str(dtype)). */

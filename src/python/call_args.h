@@ -22,7 +22,7 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect(fl_ext_state *st, const fl_ext_ar
   }
   /* Read once: the calls below (the door, extract) could in principle change what a pointer
    * reaches, so a field read inside the loop is read again after every call. */
-  const fl_tensor_door *door = spec->data_ptr_only ? NULL : st->door;
+  const fl_tensor_door *door = spec->data_ptr_only ? NULL : FL_EXT_DOOR(st);
   const int32_t *argmap = spec->argmap;
   const fl_kind *kinds = spec->kinds;
   const fl_memory memory = spec->memory;
@@ -116,7 +116,7 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_collect_words(const fl_tensor_door *door,
  * `err` filled (no Python exception); -2 with a Python exception set. Inline: the entry's path. */
 static FL_EXT_ALWAYS_INLINE int fl_ext_plan_launch(fl_PlanObject *plan, PyObject *const *args, size_t nargs, uint64_t stream,
                        const int64_t *grid, fl_error *err) {
-  const fl_tensor_door *door = plan->state->door;
+  const fl_tensor_door *door = FL_EXT_DOOR(plan->state);
   if (plan->args.words && door && nargs == plan->args.ncall) {
     uint64_t words[FL_EXT_STACK_VALUES]; /* a->words holds only for plans of at most this many */
     if (fl_ext_collect_words(door, &plan->args, args, words))

@@ -126,7 +126,7 @@ static FL_EXT_COLD PyObject *hooked_call(LaunchObject *L, PyObject *grid, const 
   return fl_ext_hooks_hand_back(&h, L->kernel, g, args, nargs);
 }
 
-static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   CallObject *call = (CallObject *)callable; /* held by the caller, with its launch and grid */
   LaunchObject *L = call->launch;
   fl_ext_state *st = L->state;
@@ -157,7 +157,7 @@ static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size
   int rc = fl_jit_compiled_gate((JitObject *)L->dispatcher, &stream, have_stream, &why, &hooked);
   if (rc < 0) return NULL;
   if (rc > 0) return stock(L, call->grid, why, args, nargsf, kwnames);
-  if (FL_EXT_UNLIKELY(hooked) && (!st->launch_knobs || nargs > FL_EXT_HOOK_MAX_ARGS))
+  if (FL_EXT_UNLIKELY(hooked) && (!FL_EXT_STATE_OBJ(st->launch_knobs) || nargs > FL_EXT_HOOK_MAX_ARGS))
     return stock(L, call->grid, "launch_hooks", args, nargsf, kwnames);
   PyObject *full[JIT_MAX_PARAMS];
   PyObject *const *given = args;
@@ -190,6 +190,10 @@ static PyObject *call_vectorcall(PyObject *callable, PyObject *const *args, size
   return stock(L, call->grid, rc == -2 ? "argument_raised" : "argument_refused", given, nargsf, kwnames);
 }
 
+/* A kept compiled kernel's calls in a critical section on its CompiledLaunch (free-threaded builds). */
+#define CALL_LAUNCH(callable) (((CallObject *)(callable))->launch)
+FL_EXT_VECTORCALL_LOCKED(call_vectorcall, call_vectorcall_unlocked, CALL_LAUNCH)
+
 static PyObject *new_call(LaunchObject *L, PyObject *grid) {
   CallObject *call = PyObject_GC_New(CallObject, call_type);
   if (!call) return NULL;
@@ -202,7 +206,7 @@ static PyObject *new_call(LaunchObject *L, PyObject *grid) {
 
 /* The launch's CompiledCall with this grid: its spare one when nobody else holds it (the old grid
  * released last: its __del__ may subscript the same kernel, and must find the spare held). */
-static PyObject *call_for(LaunchObject *L, PyObject *grid) {
+static PyObject *call_for_unlocked(LaunchObject *L, PyObject *grid) {
   PyObject *spare = L->spare;
   if (spare && Py_REFCNT(spare) == 1) {
     CallObject *c = (CallObject *)spare;
@@ -215,6 +219,14 @@ static PyObject *call_for(LaunchObject *L, PyObject *grid) {
   PyObject *call = new_call(L, grid);
   if (call && !L->spare) L->spare = Py_NewRef(call); /* read again: the allocation may run a GC pass */
   return call;
+}
+
+static PyObject *call_for(LaunchObject *L, PyObject *grid) {
+  PyObject *result;
+  Py_BEGIN_CRITICAL_SECTION(L);
+  result = call_for_unlocked(L, grid);
+  Py_END_CRITICAL_SECTION();
+  return result;
 }
 
 /* ---- CompiledSubscript: the class's __getitem__ ---- */
@@ -414,12 +426,14 @@ static void launch_dealloc(PyObject *op) {
   Py_DECREF(tp);
 }
 
-static PyObject *launch_counts(PyObject *op, PyObject *unused) {
+static PyObject *launch_counts_unlocked(PyObject *op, PyObject *unused) {
   (void)unused;
   LaunchObject *self = (LaunchObject *)op;
   return Py_BuildValue("{s:K,s:K,s:K,s:N}", "fast", self->fast, "hooked", self->hooked, "stock", self->stock,
                        "stock_reasons", PyDict_Copy(self->stock_counts));
 }
+
+FL_EXT_METHOD_LOCKED(launch_counts, launch_counts_unlocked)
 
 static PyMethodDef launch_methods[] = {
     {"counts", launch_counts, METH_NOARGS, "counts() -> {'fast': n, 'hooked': n (of fast, with launch hooks called), 'stock': n, "

@@ -154,11 +154,19 @@ static FL_EXT_COLD void attach_now(RunObject *r) {
 
 static PyObject *run_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   RunObject *r = (RunObject *)callable; /* held by the caller */
+  LaunchObject *L;
+  Py_BEGIN_CRITICAL_SECTION(r); /* its launch, attached once (free-threaded builds) */
   if (FL_EXT_UNLIKELY(!r->launch) && r->attach && !fl_ext_triton_depth && !r->attaching) attach_now(r);
-  LaunchObject *L = r->launch;
-  if (!L || fl_ext_triton_depth) return to_stock(r, NULL, NULL, args, nargsf, kwnames);
-  Py_INCREF(L);
-  PyObject *res = served(r, L, args, nargsf, kwnames);
+  L = (LaunchObject *)Py_XNewRef(r->launch);
+  Py_END_CRITICAL_SECTION();
+  if (!L || fl_ext_triton_depth) {
+    Py_XDECREF(L);
+    return to_stock(r, NULL, NULL, args, nargsf, kwnames);
+  }
+  PyObject *res;
+  Py_BEGIN_CRITICAL_SECTION(L);
+  res = served(r, L, args, nargsf, kwnames);
+  Py_END_CRITICAL_SECTION();
   Py_DECREF(L);
   return res;
 }
@@ -201,7 +209,7 @@ static PyObject *run_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   return (PyObject *)self;
 }
 
-static PyObject *run_detach(PyObject *op, PyObject *unused) {
+static PyObject *run_detach_unlocked(PyObject *op, PyObject *unused) {
   (void)unused;
   RunObject *self = (RunObject *)op;
   LaunchObject *L = self->launch;
@@ -262,6 +270,8 @@ static PyGetSetDef run_getset[] = {
      "detached)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
+
+FL_EXT_METHOD_LOCKED(run_detach, run_detach_unlocked)
 
 static PyMethodDef run_methods[] = {
     {"detach", run_detach, METH_NOARGS, "detach(): every call Triton's launcher from now on"},

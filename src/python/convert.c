@@ -92,10 +92,10 @@ static inline int extract_ptr(fl_ext_state *st, PyObject *obj, size_t i, fl_valu
   } else {
     /* A plain tensor: its pointer and device straight from torch's C++ object (the door), and a
      * tensor from memory the backend does not read is refused before the boundary. */
-    if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
+    if (FL_EXT_UNLIKELY(FL_EXT_LOAD(st->door_state) == 0)) fl_ext_door_load(st);
     uint64_t p;
     int where, index;
-    if (st->door && !spec->data_ptr_only && st->door->unpack(obj, &p, &where, &index)) {
+    if (FL_EXT_DOOR(st) && !spec->data_ptr_only && FL_EXT_DOOR(st)->unpack(obj, &p, &where, &index)) {
       if (FL_EXT_UNLIKELY(!fl_ext_memory_takes(spec, where, index))) {
         snprintf(err->reason, sizeof err->reason, "ptr_device_mismatch:%zu", i);
         err->status = FL_BAD_VALUE;
@@ -108,7 +108,7 @@ static inline int extract_ptr(fl_ext_state *st, PyObject *obj, size_t i, fl_valu
     }
     /* Declined by the door (a subclass, a meta tensor, no door): its device as torch says, checked
      * as the door's tensors are; an object without one (a wrapper with data_ptr()) as before. */
-    int dwhere = 0, dindex = -1, dev = fl_ext_tensor_device(st->door, obj, &dwhere, &dindex);
+    int dwhere = 0, dindex = -1, dev = fl_ext_tensor_device(FL_EXT_DOOR(st), obj, &dwhere, &dindex);
     if (FL_EXT_UNLIKELY(dev == 2 || (dev == 0 && !fl_ext_memory_takes(spec, dwhere, dindex)))) {
       snprintf(err->reason, sizeof err->reason, dev == 2 ? "ptr_meta_tensor:%zu" : "ptr_device_mismatch:%zu", i);
       err->status = FL_BAD_VALUE;
@@ -187,64 +187,6 @@ Py_NO_INLINE int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, s
   return extract_number(kind, obj, i, out, err);
 }
 
-/* The why of load()'s (module, why), or `otherwise`. */
-static const char *door_reason(PyObject *result, const char *otherwise) {
-  PyObject *why = PyTuple_GET_ITEM(result, 1);
-  const char *s = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : NULL;
-  return s ? s : otherwise;
-}
-
-void fl_ext_door_load(fl_ext_state *st) {
-  /* Only once torch is imported: a tensor cannot exist before, and fastlaunch never imports it. */
-  PyObject *name = PyUnicode_FromString("torch");
-  PyObject *torch = name ? PyImport_GetModule(name) : NULL;
-  Py_XDECREF(name);
-  if (!torch) {
-    PyErr_Clear();
-    return; /* tried again at the next tensor-like argument */
-  }
-  /* Other threads use data_ptr() while the door is built (fastlaunch._door may run the compiler). */
-  st->door_state = -1;
-  const char *env = getenv("FASTLAUNCH_TENSOR_DOOR"); /* a switch, as fastlaunch.config reads it */
-  PyObject *builder = NULL, *result = NULL, *capsule = NULL, *version = NULL;
-  if (env && (strcmp(env, "0") == 0 || strcasecmp(env, "false") == 0 || strcasecmp(env, "no") == 0 ||
-              strcasecmp(env, "off") == 0)) {
-    snprintf(st->door_why, sizeof st->door_why, "switched off by FASTLAUNCH_TENSOR_DOOR=%.8s", env);
-  } else if (!(builder = PyImport_ImportModule("fastlaunch._door")) ||
-             !(result = PyObject_CallMethod(builder, "load", NULL)) || !PyTuple_Check(result) ||
-             PyTuple_GET_SIZE(result) != 2) {
-    snprintf(st->door_why, sizeof st->door_why, "fastlaunch._door.load() failed");
-  } else if (PyTuple_GET_ITEM(result, 0) == Py_None) {
-    const char *why = door_reason(result, "not built");
-    snprintf(st->door_why, sizeof st->door_why, "%s", why);
-    if (strncmp(why, "being built", 11) == 0) st->door_state = -2; /* fastlaunch._door calls _door_retry at its end */
-  } else if (!(capsule = PyObject_GetAttrString(PyTuple_GET_ITEM(result, 0), "door")) ||
-             !PyCapsule_IsValid(capsule, FL_TENSOR_DOOR_CAPSULE)) {
-    snprintf(st->door_why, sizeof st->door_why, "fastlaunch._tensor has no door capsule");
-  } else {
-    const fl_tensor_door *door = PyCapsule_GetPointer(capsule, FL_TENSOR_DOOR_CAPSULE);
-    version = PyObject_GetAttrString(torch, "__version__");
-    const char *running = version && PyUnicode_Check(version) ? PyUnicode_AsUTF8(version) : NULL;
-    if (door->version != FL_TENSOR_DOOR_VERSION) {
-      snprintf(st->door_why, sizeof st->door_why, "its door is version %u, this fastlaunch reads version %d",
-               door->version, FL_TENSOR_DOOR_VERSION);
-    } else if (!running || strcmp(running, door->torch_version) != 0) {
-      /* torch's C++ objects are only read by the torch the door was compiled against. */
-      snprintf(st->door_why, sizeof st->door_why, "built for another torch (%.40s), running %.40s",
-               door->torch_version, running ? running : "?");
-    } else {
-      st->door = door;
-      st->door_state = 1;
-      snprintf(st->door_why, sizeof st->door_why, "%s", door_reason(result, running));
-    }
-  }
-  PyErr_Clear();
-  Py_XDECREF(version);
-  Py_XDECREF(capsule);
-  Py_XDECREF(result);
-  Py_XDECREF(builder);
-  Py_DECREF(torch);
-}
 
 void fl_ext_npu_queue_probe(fl_ext_state *st) {
   if (st->npu_queue_state != 0) return;

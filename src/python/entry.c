@@ -25,13 +25,16 @@ typedef struct {
   unsigned long long fallbacks;
   /* Steady: every flag was off and the launchers were found; valid while `watch` sees no change
    * in the flags' module dicts and the autotuner's dict, and that dict is still the instance's. */
-  int steady;
+  int steady; /* read and written as relaxed atomics (free-threaded builds: read without a lock) */
   fl_ext_watch watch;
-  PyObject *autotuner_dict; /* borrowed: `watch` holds it while steady */
+  PyObject *autotuner_dict; /* borrowed (compared, never read): `watch` holds it while steady */
   /* Where the autotuner keeps its instance dict (the slot stays put for the object's life, which
    * the entry holds): a replaced __dict__ shows there. */
   PyObject **dict_slot;
-  PyObject *launchers_seen; /* borrowed from the autotuner's dict; alive while its dict is unchanged */
+  /* The autotuner's launchers list, held. A list the autotuner no longer has is kept in `retired` on
+   * free-threaded builds (another thread may be reading it without a lock) until the entry goes. */
+  PyObject *launchers_seen;
+  PyObject *retired;
   /* The dicts the first flags are read from (borrowed: the flags tuple holds the modules and dicts,
    * and a module's dict is the same object for the module's life): a module's dict, a dict itself,
    * NULL for a flag on another object (read with getattr). */
@@ -54,7 +57,7 @@ typedef struct {
  * `reason_given`. */
 static Py_NO_INLINE PyObject *fallback_obj(EntryObject *self, const char *reason_str, PyObject *reason_given, bool stable,
                                            PyObject *const *args, size_t nargs, PyObject *kwnames) {
-  self->fallbacks++;
+  FL_EXT_COUNT(self->fallbacks);
   PyObject *tuple = NULL, *kwargs = NULL, *reason_obj = NULL, *result = NULL;
   tuple = PyTuple_New((Py_ssize_t)nargs);
   if (!tuple) goto done;
@@ -82,13 +85,36 @@ static PyObject *fallback(EntryObject *self, const char *reason, bool stable, Py
   return fallback_obj(self, reason, NULL, stable, args, nargs, kwnames);
 }
 
+/* Holds `launchers` (a new reference, taken) as the list the entry checks. The one it replaces is
+ * released, or on free-threaded builds kept in `retired`: a call in another thread may be reading it.
+ * 0, or -1 with an exception. */
+static int set_launchers(EntryObject *self, PyObject *launchers) {
+  PyObject *old = self->launchers_seen;
+  if (old == launchers) return Py_DECREF(launchers), 0;
+#ifdef Py_GIL_DISABLED
+  if (old && ((!self->retired && !(self->retired = PyList_New(0))) || PyList_Append(self->retired, old) < 0))
+    return Py_DECREF(launchers), -1;
+#endif
+  FL_EXT_STORE(self->launchers_seen, launchers);
+  Py_XDECREF(old);
+  return 0;
+}
+
+/* Whether `launchers` is a list holding exactly `launcher`: its size and first item read as CPython's
+ * own lock-free list reads read them (a list's items are freed late on free-threaded builds). */
+static inline int launchers_same(PyObject *launchers, PyObject *launcher) {
+  if (!launchers || !PyList_Check(launchers) || FL_EXT_LOAD(((PyVarObject *)launchers)->ob_size) != 1) return 0;
+  PyObject **items = FL_EXT_LOAD(((PyListObject *)launchers)->ob_item);
+  return items && FL_EXT_LOAD(items[0]) == launcher;
+}
+
 /* Steps 1 and 2 the full way: every flag looked up, the autotuner's launchers read from its dict.
  * Returns 0 (go on: launchers, if any, in self->launchers_seen), 1 with *why set (a flag is on:
  * its reason), 2 (the launchers changed) or -1 with an exception. When every flag is off in a way
  * only a change of its module's dict can undo, and the launchers were found in the instance dict,
  * the entry becomes steady: those dicts are watched and later calls skip this while none changes. */
 static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
-  self->steady = 0;
+  FL_EXT_STORE(self->steady, 0);
   bool can_steady = PyTuple_GET_SIZE(self->flags) <= FL_ENTRY_CACHED_FLAGS;
   /* 1. Flags such as the profiler's: while one is set, the stock path records what it must. A flag
    * on a module is read straight from the module's dict (the common case: the profiler's flag), a
@@ -130,20 +156,16 @@ static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
    * the instance dict; reading it there skips the type's attribute machinery. Checked before the
    * hooks, so a call with hooks never runs a launcher the autotuner no longer has. */
   PyObject *adict = NULL;
-  self->launchers_seen = NULL;
   if (self->autotuner != Py_None) {
     PyObject **dictptr = _PyObject_GetDictPtr(self->autotuner); /* materializes a lazy dict */
-    self->dict_slot = dictptr;
-    adict = dictptr ? *dictptr : NULL;
+    FL_EXT_STORE(self->dict_slot, dictptr);
+    adict = dictptr ? FL_EXT_LOAD(*dictptr) : NULL;
     PyObject *launchers = NULL;
     if (adict && PyDict_GetItemRef(adict, self->launcher_attr, &launchers) < 0) PyErr_Clear();
     if (!launchers) return 2;
-    /* Kept borrowed: the dict holds it, and the entry reads it only while `watch` (or, not steady,
-     * this call) sees that dict unchanged. */
-    Py_DECREF(launchers);
-    self->launchers_seen = launchers;
+    if (set_launchers(self, launchers) < 0) return -1;
   }
-  self->autotuner_dict = adict;
+  FL_EXT_STORE(self->autotuner_dict, adict);
   if (!can_steady) return 0;
   PyObject *dicts = PyTuple_New(PyTuple_GET_SIZE(self->flags) + (adict != NULL));
   if (!dicts) return -1;
@@ -153,8 +175,17 @@ static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
   int rc = fl_ext_watch_set(&self->watch, self->state, dicts); /* holds the dicts: no address reused */
   Py_DECREF(dicts);
   if (rc < 0) return -1;
-  self->steady = 1;
+  FL_EXT_STORE(self->steady, 1);
   return 0;
+}
+
+/* entry_refresh in a critical section on the entry (free-threaded builds: one thread at a time). */
+static Py_NO_INLINE int entry_refresh_locked(EntryObject *self, PyObject **why) {
+  int r;
+  Py_BEGIN_CRITICAL_SECTION(self);
+  r = entry_refresh(self, why);
+  Py_END_CRITICAL_SECTION();
+  return r;
 }
 
 /* The grid from the call's grid_args positions: exact non-negative ints (anything else: the stock
@@ -200,7 +231,7 @@ static Py_NO_INLINE PyObject *entry_scratch(EntryObject *self, PyObject *const *
   fl_status s = fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err);
   Py_DECREF(buf);
   if (s == FL_OK) {
-    self->calls++;
+    FL_EXT_COUNT(self->calls);
     Py_RETURN_NONE;
   }
   if (err.backend_submitted) return fl_ext_raise(self->state, &err);
@@ -213,20 +244,17 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
   size_t nargs = PyVectorcall_NARGS(nargsf);
   /* 1 and 2 (entry_refresh): the flags and the autotuner's launchers, skipped while the entry is
    * steady and none of the dicts they came from changed (nor the autotuner's dict was replaced). */
-  if (FL_EXT_UNLIKELY(!self->steady || fl_ext_watch_changed(&self->watch) ||
-                      (self->dict_slot && *self->dict_slot != self->autotuner_dict))) {
+  PyObject **slot = FL_EXT_LOAD(self->dict_slot);
+  if (FL_EXT_UNLIKELY(!FL_EXT_LOAD(self->steady) || fl_ext_watch_changed(&self->watch) ||
+                      (slot && FL_EXT_LOAD(*slot) != FL_EXT_LOAD(self->autotuner_dict)))) {
     PyObject *why = NULL;
-    int r = entry_refresh(self, &why);
+    int r = entry_refresh_locked(self, &why);
     if (r < 0) return NULL;
     if (r == 1) return fallback_obj(self, NULL, why, false, args, nargs, kwnames);
     if (r == 2) return fallback(self, "launcher_changed", false, args, nargs, kwnames);
   }
-  if (self->autotuner != Py_None) {
-    PyObject *launchers = self->launchers_seen; /* the watched dict still holds it */
-    int same = PyList_Check(launchers) && PyList_GET_SIZE(launchers) == 1 &&
-               PyList_GET_ITEM(launchers, 0) == self->launcher;
-    if (!same) return fallback(self, "launcher_changed", false, args, nargs, kwnames);
-  }
+  if (self->autotuner != Py_None && !launchers_same(FL_EXT_LOAD(self->launchers_seen), self->launcher))
+    return fallback(self, "launcher_changed", false, args, nargs, kwnames);
   /* 3. Keywords: only stream=. */
   uint64_t stream = 0;
   PyObject *stream_obj = NULL;
@@ -260,12 +288,17 @@ static PyObject *entry_vectorcall(PyObject *callable, PyObject *const *args, siz
     if (!grid_of_args(self, args, gv)) return fallback(self, "grid_args", false, args, nargs, kwnames);
     grid = gv;
   }
-  if (FL_EXT_UNLIKELY(self->scratch_var != NULL))
-    return entry_scratch(self, args, nargs, kwnames, stream, stream_obj, grid);
+  if (FL_EXT_UNLIKELY(self->scratch_var != NULL)) { /* the kept ints: one thread at a time */
+    PyObject *result;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    result = entry_scratch(self, args, nargs, kwnames, stream, stream_obj, grid);
+    Py_END_CRITICAL_SECTION();
+    return result;
+  }
   fl_error err;
   int rc = fl_ext_plan_launch(self->plan, args, nargs, stream, grid, &err);
   if (rc == 0) {
-    self->calls++;
+    FL_EXT_COUNT(self->calls);
     Py_RETURN_NONE;
   }
   if (rc == -2) return NULL;
@@ -386,6 +419,8 @@ static int entry_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(self->hook_lists);
   Py_VISIT(self->flags);
   Py_VISIT(self->scratch_var);
+  Py_VISIT(self->launchers_seen);
+  Py_VISIT(self->retired);
   return 0;
 }
 
@@ -401,7 +436,9 @@ static int entry_clear(PyObject *op) {
   fl_ext_scratch_ints_clear(&self->scratch_ints);
   memset(self->flag_dict, 0, sizeof self->flag_dict);
   self->steady = 0;
-  self->autotuner_dict = self->launchers_seen = NULL;
+  self->autotuner_dict = NULL;
+  Py_CLEAR(self->launchers_seen);
+  Py_CLEAR(self->retired);
   self->dict_slot = NULL;
   fl_ext_watch_free(&self->watch);
   Py_CLEAR(self->launcher_attr);

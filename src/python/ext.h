@@ -5,6 +5,7 @@
  *   1. errors.c    the module state of a type, the error types, raising from an fl_error
  *   2. convert.c   Python objects <-> the contract's values: launch arguments, streams, grids, kinds,
  *                  strings, targets, layouts (one policy for each, used by every caller);
+ *                  door.c the tensor door's one-time load;
  *                  call_args.h above it: a call's arguments collected and a plan launched, inline
  *   3. host_kernel.c, plan_obj.c, entry.c: the types HostKernel, Plan, FinalizedLaunch; Triton's
  *      JIT dispatcher in its own layers, bottom up (jit_base.h): jit_grid.c, jit_key.c, jit_table.c,
@@ -80,12 +81,35 @@ typedef struct {
   /* The tensor door (fastlaunch._tensor): loaded once, when torch is first seen; NULL: data_ptr(). */
   const fl_tensor_door *door;
   int door_state;             /* 0 not tried yet, 1 in use, -1 refused, -2 being built (door_why says why) */
+#ifdef Py_GIL_DISABLED
+  PyMutex door_lock;          /* one thread loads it */
+#endif
   char door_why[512];
   /* torch_npu's task queue (fastlaunch._npu_queue): 0 not found yet (looked for again at each npu
    * plan), 1 installed, -1 installed but unusable (npu launches refused), -2 no shim built. */
   int npu_queue_state;
   char npu_queue_why[160];
+  /* Objects the state held (launch_knobs, tensor_desc_type) and was given others for: kept on
+   * free-threaded builds, where another thread may still be reading one (fl_ext_state_swap). */
+  PyObject *retired;
 } fl_ext_state;
+
+/* An object of the state read by other threads without a lock (launch_knobs, tensor_desc_type). */
+#define FL_EXT_STATE_OBJ(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+/* Replaces such an object (call in a critical section on the module): the old one kept in
+ * st->retired on free-threaded builds, released with the GIL. 0, or -1 with an exception. */
+static inline int fl_ext_state_swap(fl_ext_state *st, PyObject **slot, PyObject *value) {
+  PyObject *old = *slot;
+  if (old == value) return 0;
+#ifndef Py_GIL_DISABLED
+  (void)st;
+#else
+  if (old && ((!st->retired && !(st->retired = PyList_New(0))) || PyList_Append(st->retired, old) < 0)) return -1;
+#endif
+  __atomic_store_n(slot, Py_XNewRef(value), __ATOMIC_RELEASE);
+  Py_XDECREF(old);
+  return 0;
+}
 
 /* Python 3.10's headers have no Py_NO_INLINE (3.11 added it). */
 #ifndef Py_NO_INLINE
@@ -109,6 +133,65 @@ typedef struct {
 #define FL_EXT_NOINLINE
 #define FL_EXT_COLD
 #endif
+
+/* ---- free-threaded builds (3.13t: Py_GIL_DISABLED) ----
+ * The extension declares Py_MOD_GIL_NOT_USED. What it shares between threads is guarded by CPython's
+ * own means (docs/internals.md, "Threads without the GIL"):
+ *   - a dispatcher's tables (the JIT's, the Autotuner's, Heuristics', a kept compiled kernel's) by a
+ *     critical section on the dispatcher for the whole call and for every method that changes them:
+ *     a call suspended inside Python code lets another thread in exactly where a callback could call
+ *     back in, which the dispatchers already survive (issue 38);
+ *   - FinalizedLaunch's steady path takes no lock: the fields it reads are read and written as
+ *     relaxed atomics, its refresh runs in a critical section on the entry;
+ *   - the statistics counters are atomic adds there, plain increments with the GIL;
+ *   - the tensor door's one-time load is serialized by a mutex, its pointer published once.
+ * With the GIL every one of these compiles to what it was: no lock, no atomic read-modify-write. */
+#if PY_VERSION_HEX < 0x030D0000
+#define Py_BEGIN_CRITICAL_SECTION(op) { (void)(op);
+#define Py_END_CRITICAL_SECTION() }
+#endif
+#define FL_EXT_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define FL_EXT_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#ifdef Py_GIL_DISABLED
+#define FL_EXT_COUNT(x) ((void)__atomic_fetch_add(&(x), 1, __ATOMIC_RELAXED))
+#else
+#define FL_EXT_COUNT(x) ((void)(x)++)
+#endif
+/* A vectorcall run in a critical section on the object `lock(callable)` names (no-op with the GIL). */
+#define FL_EXT_VECTORCALL_LOCKED(name, inner, lock)                                                  \
+  static PyObject *name(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) { \
+    PyObject *result;                                                                                \
+    Py_BEGIN_CRITICAL_SECTION(lock(callable));                                                       \
+    result = inner(callable, args, nargsf, kwnames);                                                 \
+    Py_END_CRITICAL_SECTION();                                                                       \
+    return result;                                                                                   \
+  }
+#define FL_EXT_SELF(callable) (callable)
+/* A METH_VARARGS, METH_NOARGS or METH_O method, and a getter, run in a critical section on self. */
+#define FL_EXT_METHOD_LOCKED(name, inner)                                                            \
+  static PyObject *name(PyObject *self, PyObject *arg) {                                             \
+    PyObject *result;                                                                                \
+    Py_BEGIN_CRITICAL_SECTION(self);                                                                 \
+    result = inner(self, arg);                                                                       \
+    Py_END_CRITICAL_SECTION();                                                                       \
+    return result;                                                                                   \
+  }
+#define FL_EXT_GETTER_LOCKED(name, inner)                                                            \
+  static PyObject *name(PyObject *self, void *closure) {                                             \
+    PyObject *result;                                                                                \
+    Py_BEGIN_CRITICAL_SECTION(self);                                                                 \
+    result = inner(self, closure);                                                                   \
+    Py_END_CRITICAL_SECTION();                                                                       \
+    return result;                                                                                   \
+  }
+/* A one-entry cache of the process's (a static): per thread on free-threaded builds. */
+#ifdef Py_GIL_DISABLED
+#define FL_EXT_TLS _Thread_local
+#else
+#define FL_EXT_TLS
+#endif
+/* The tensor door: NULL until loaded, then the same pointer for the process's life. */
+#define FL_EXT_DOOR(st) __atomic_load_n(&(st)->door, __ATOMIC_ACQUIRE)
 
 /* Reads an exact int (never a subclass) whose magnitude fits 64 bits straight from its digits: the C
  * API's unsigned conversion of a multi-digit int goes through a byte-array path that costs about 200
@@ -315,7 +398,7 @@ int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_v
 /* Where a tensor the door declines lives, as torch says (`obj.device`): 0 with *where (FL_TENSOR_*)
  * and *index (-1 none); 1 no device attribute of torch's kind; 2 a meta tensor (no memory). */
 int fl_ext_tensor_device(const fl_tensor_door *door, PyObject *obj, int *where, int *index);
-/* Loads the tensor door if torch is imported and it was not tried yet (once per process). */
+/* door.c: loads the tensor door if torch is imported and it was not tried yet (once per process). */
 FL_EXT_COLD void fl_ext_door_load(fl_ext_state *st);
 /* Looks for torch_npu's task queue and installs it into the npu backend once found. */
 void fl_ext_npu_queue_probe(fl_ext_state *st);

@@ -415,15 +415,21 @@ done:
 
 PyObject *fl_ext_heuristics_call(PyObject *dispatcher, PyObject *grid, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames) {
-  return h_dispatch((HeurObject *)dispatcher, grid, args, PyVectorcall_NARGS(nargsf), kwnames);
+  PyObject *result;
+  Py_BEGIN_CRITICAL_SECTION(dispatcher); /* kernel[grid] */
+  result = h_dispatch((HeurObject *)dispatcher, grid, args, PyVectorcall_NARGS(nargsf), kwnames);
+  Py_END_CRITICAL_SECTION();
+  return result;
 }
 
 PyObject **fl_ext_heuristics_spare(PyObject *dispatcher) { return &((HeurObject *)dispatcher)->spare_call; }
 
 /* run(*args, grid=..., warmup=..., **kwargs): Triton's signature. */
-static PyObject *h_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+static PyObject *h_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   return h_dispatch((HeurObject *)callable, NULL, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
+
+FL_EXT_VECTORCALL_LOCKED(h_vectorcall, h_vectorcall_unlocked, FL_EXT_SELF)
 
 /* ---- construction ---- */
 static PyObject *h_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -456,13 +462,13 @@ static PyObject *h_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   return (PyObject *)self;
 }
 
-static PyObject *h_invalidate(PyObject *op, PyObject *unused) {
+static PyObject *h_invalidate_unlocked(PyObject *op, PyObject *unused) {
   (void)unused;
   ((HeurObject *)op)->watch.force = 1;
   Py_RETURN_NONE;
 }
 
-static PyObject *h_get_counts(PyObject *op, void *closure) {
+static PyObject *h_get_counts_unlocked(PyObject *op, void *closure) {
   HeurObject *self = (HeurObject *)op;
   (void)closure;
   PyObject *reasons = PyDict_Copy(self->stock_counts);
@@ -515,6 +521,9 @@ static void h_dealloc(PyObject *op) {
   tp->tp_free(self);
   Py_DECREF(tp);
 }
+
+FL_EXT_METHOD_LOCKED(h_invalidate, h_invalidate_unlocked)
+FL_EXT_GETTER_LOCKED(h_get_counts, h_get_counts_unlocked)
 
 static PyMethodDef h_methods[] = {
     {"invalidate", h_invalidate, METH_NOARGS, "invalidate(): asks the policy to revalidate at the next call"},

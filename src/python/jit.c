@@ -452,7 +452,7 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
     if (s > 0) return fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
   }
   int hooked = fl_jit_hooked(self);
-  if (FL_EXT_UNLIKELY(hooked) && !self->state->launch_knobs) return STOCK("launch_hooks", NULL);
+  if (FL_EXT_UNLIKELY(hooked) && !FL_EXT_STATE_OBJ(self->state->launch_knobs)) return STOCK("launch_hooks", NULL);
   if (!hooked && kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
     PyObject *pv[JIT_MAX_PARAMS];
     fl_value values[JIT_MAX_PARAMS];
@@ -547,7 +547,7 @@ static int split_keywords(JitObject *self, PyObject *const *args, size_t nargs, 
 }
 
 /* run(*args, grid, warmup, **kwargs): Triton's signature. */
-PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+PyObject *fl_jit_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   JitObject *self = (JitObject *)callable;
   size_t nargs = PyVectorcall_NARGS(nargsf);
   jit_kw kw;
@@ -582,13 +582,19 @@ static FL_EXT_ALWAYS_INLINE PyObject *run_grid(PyObject *jit, PyObject *grid, Py
 }
 
 PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames) {
-  return run_grid(jit, grid, args, nargs, kwnames);
+  PyObject *result;
+  Py_BEGIN_CRITICAL_SECTION(jit); /* an Autotuner's or Heuristics' call into the JIT's dispatcher */
+  result = run_grid(jit, grid, args, nargs, kwnames);
+  Py_END_CRITICAL_SECTION();
+  return result;
 }
 
-PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+PyObject *fl_jit_call_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   /* The caller holds `call` through the call, so its grid stays: kernel[grid] reuses a JitCall
    * (and replaces its grid) only while nobody but its dispatcher holds it. */
   JitCallObject *call = (JitCallObject *)callable;
   return run_grid(call->target, call->grid, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
+
+
 

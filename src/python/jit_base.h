@@ -143,10 +143,10 @@ static inline uint64_t tensor_word(uint64_t p, int dtype) {
 /* A tensor's key word, its pointer and where it lives, through the tensor door; 0 for anything the
  * door does not take (not a tensor, or no door). */
 static inline int tensor_words(fl_ext_state *st, PyObject *v, uint64_t w[1], fl_value *x, int *where, int *index) {
-  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
+  if (FL_EXT_UNLIKELY(FL_EXT_LOAD(st->door_state) == 0)) fl_ext_door_load(st);
   uint64_t p;
   int dtype;
-  if (!st->door || !st->door->unpack_typed(v, &p, where, index, &dtype)) return 0;
+  if (!FL_EXT_DOOR(st) || !FL_EXT_DOOR(st)->unpack_typed(v, &p, where, index, &dtype)) return 0;
   x->type = FL_VALUE_PTR;
   x->v.p = p;
   w[0] = tensor_word(p, dtype);
@@ -424,6 +424,9 @@ static inline int fl_jit_hooked(const JitObject *self) {
 
 /* jit.c: run(*args, grid=, warmup=, **kwargs), and a JitCall (kernel[grid]) of a JitDispatcher */
 int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why, int *hooked);
+/* jit.c's, then jit_types.c's: the same in a critical section on the dispatcher (free-threaded builds). */
+PyObject *fl_jit_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+PyObject *fl_jit_call_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 /* jit_grid.c */
@@ -448,12 +451,12 @@ static FL_EXT_ALWAYS_INLINE int jit_memo_match(JitObject *self, PyObject *const 
   fl_ext_state *st = self->state;
   uint64_t local[JIT_MAX_PARAMS + 1], *wv = words ? words : local;
   if (m->nt) { /* the tensors at once, from memory the plan reads, straight into their words */
-    if (FL_EXT_UNLIKELY(!st->door)) {
-      if (st->door_state == 0) fl_ext_door_load(st);
-      if (!st->door) return 1;
+    if (FL_EXT_UNLIKELY(!FL_EXT_DOOR(st))) {
+      if (FL_EXT_LOAD(st->door_state) == 0) fl_ext_door_load(st);
+      if (!FL_EXT_DOOR(st)) return 1;
     }
     int dt[JIT_MAX_PARAMS];
-    if (st->door->unpack_ptrs(args, m->t_src, m->nt, (int)spec->memory, spec->device, wv, m->t_abi, dt) != m->nt)
+    if (FL_EXT_DOOR(st)->unpack_ptrs(args, m->t_src, m->nt, (int)spec->memory, spec->device, wv, m->t_abi, dt) != m->nt)
       return 1;
     for (uint32_t j = 0; j < m->nt; j++)
       if (key[m->t_koff[j]] != tensor_word(wv[m->t_abi[j]], dt[j])) return 1;

@@ -38,9 +38,10 @@ static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObje
   /* A class whose attribute reads could run code (a property, a __getattr__ of its own) is Triton's:
    * its launcher reads each attribute once, after the grid, where this pass reads some before. */
   unsigned version = Py_TYPE(v)->tp_version_tag;
-  if (!version || version != st->tensor_desc_plain) {
-    st->tensor_desc_plain = fl_ext_tmap_plain_class(st, Py_TYPE(v));
-    if (!st->tensor_desc_plain || st->tensor_desc_plain != Py_TYPE(v)->tp_version_tag) return 1;
+  if (!version || version != FL_EXT_LOAD(st->tensor_desc_plain)) {
+    unsigned plain = fl_ext_tmap_plain_class(st, Py_TYPE(v));
+    FL_EXT_STORE(st->tensor_desc_plain, plain);
+    if (!plain || plain != Py_TYPE(v)->tp_version_tag) return 1;
   }
   PyObject *block = PyObject_GetAttr(v, st->str_block_shape), *base = NULL, *dtype = NULL;
   PyObject *items = block ? PySequence_Fast(block, "") : NULL;
@@ -73,7 +74,7 @@ static int key_descriptor(fl_ext_state *st, jit_key *k, jit_values *vals, PyObje
    * with the decomposed form's pointer (checked as any pointer's); the map's encode never asks. */
   uint64_t p;
   int where, index;
-  if (st->door && st->door->unpack(base, &p, &where, &index)) {
+  if (FL_EXT_DOOR(st) && FL_EXT_DOOR(st)->unpack(base, &p, &where, &index)) {
     vals->nquiet++;
     vals->where[vals->n + 1 + 2 * (size_t)rank] = (int8_t)where;
     vals->index[vals->n + 1 + 2 * (size_t)rank] = (int16_t)index;
@@ -104,7 +105,7 @@ static int key_value(fl_ext_state *st, jit_key *k, jit_values *vals, PyObject *v
     }
     return 0;
   }
-  if (FL_EXT_UNLIKELY(st->tensor_desc_type) && Py_TYPE(v) == (PyTypeObject *)st->tensor_desc_type)
+  if (FL_EXT_UNLIKELY(FL_EXT_STATE_OBJ(st->tensor_desc_type)) && Py_TYPE(v) == (PyTypeObject *)FL_EXT_STATE_OBJ(st->tensor_desc_type))
     return key_descriptor(st, k, vals, v);
   uint64_t w[1];
   fl_value x;
@@ -135,7 +136,7 @@ static int key_tensor_slow(const fl_ext_state *st, jit_key *k, jit_values *vals,
   }
   vals->held[vals->nheld++] = dtype;
   int where = 0, index = -1;
-  if (fl_ext_tensor_device(st->door, v, &where, &index) == 2) return 1; /* meta: no memory behind it */
+  if (fl_ext_tensor_device(FL_EXT_DOOR(st), v, &where, &index) == 2) return 1; /* meta: no memory behind it */
   fl_value x;
   x.type = FL_VALUE_PTR;
   x.v.p = 0;
@@ -371,7 +372,7 @@ static int memo_desc(JitObject *self, const jit_entry *e, PyObject *v, PyObject 
   fl_ext_state *st = self->state;
   uint32_t rank = (uint32_t)(e->key[off] >> 8 & 0xff);
   int dtype;
-  unsigned version = Py_TYPE(v) == (PyTypeObject *)st->tensor_desc_type ? fl_ext_tmap_plain_class(st, Py_TYPE(v)) : 0;
+  unsigned version = Py_TYPE(v) == (PyTypeObject *)FL_EXT_STATE_OBJ(st->tensor_desc_type) ? fl_ext_tmap_plain_class(st, Py_TYPE(v)) : 0;
   if (!version || (m->nd && version != m->desc_version) || m->nd >= FL_EXT_MAX_TMAPS || off + 2 + rank > e->nkey ||
       e->plan->args.kinds[abi] != FL_KIND_TMAP || (size_t)abi + 1 + 2 * rank > e->nabi ||
       fl_ext_tmap_dtype(st, v, &dtype) != 0 || dtype < INT8_MIN || dtype > INT8_MAX)
@@ -389,7 +390,7 @@ int fl_jit_memo_descs(JitObject *self, PyObject *const *args, fl_value *values, 
     const jit_memo_desc *d = &m->desc[j];
     PyObject *v = d->src >= 0 ? args[d->src] : d->dflt;
     PyTypeObject *type = Py_TYPE(v);
-    if (type != (PyTypeObject *)st->tensor_desc_type || type->tp_version_tag != m->desc_version ||
+    if (type != (PyTypeObject *)FL_EXT_STATE_OBJ(st->tensor_desc_type) || type->tp_version_tag != m->desc_version ||
         fl_ext_tmap_quiet(st, v, d->dtype, &e->key[d->koff + 2], d->rank, &values[d->abi], &tmaps[j]))
       return 1;
   }

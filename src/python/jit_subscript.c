@@ -4,6 +4,8 @@
  * both; nothing below depends on it. */
 #include "jit_base.h"
 
+#include <string.h>
+
 /* ---- JitCall ---- */
 static int jit_call_traverse(PyObject *op, visitproc visit, void *arg) {
   JitCallObject *self = (JitCallObject *)op;
@@ -194,10 +196,99 @@ static inline PyObject *subscript_call(SubscriptObject *sub, PyObject *kernel, P
   return subscript_call_slow(sub, kernel, grid);
 }
 
+#ifdef Py_GIL_DISABLED
+/* Free-threaded builds: the class's JitSubscript is one object for every kernel and thread, so what it
+ * remembers with the GIL (the last kernel, and its dispatcher's spare JitCall) is remembered per
+ * thread instead: no lock, and the same calls, releases and reuse in each thread as with the GIL. The
+ * thread's state dict holds a capsule over its cache, which releases what it holds when the thread
+ * ends (the capsule names the struct: whichever thread clears it releases that thread's). */
+typedef struct {
+  PyObject *sub, *kernel, *dict, *run, *spare; /* held */
+  PyObject **dictptr;
+  uint64_t stamp;
+  int registered;
+} thread_cache;
+static _Thread_local thread_cache tcache;
+
+static void tcache_release(PyObject *capsule) {
+  thread_cache *c = PyCapsule_GetPointer(capsule, "fastlaunch.subscript_cache");
+  if (!c) return PyErr_Clear();
+  PyObject *old[5] = {c->sub, c->kernel, c->dict, c->run, c->spare};
+  memset(c, 0, sizeof *c);
+  for (int i = 0; i < 5; i++) Py_XDECREF(old[i]);
+}
+
+/* The dispatcher in kernel.__dict__["run"] (a new reference), remembered in this thread's cache when
+ * it is one; NULL when there is none (or with an exception). */
+static PyObject *run_of(SubscriptObject *sub, PyObject *kernel) {
+  thread_cache *c = &tcache;
+  PyObject **dictptr = _PyObject_GetDictPtr(kernel);
+  PyObject *dict = dictptr ? PyObject_GenericGetDict(kernel, NULL) : NULL, *run = NULL;
+  if (!dict) return NULL;
+  int found = PyDict_GetItemRef(dict, sub->state->str_run, &run);
+  int watched = found > 0 && spare_of(sub->state, run) ? fl_ext_watch_dict(sub->state, dict) : -1;
+  if (watched < 0 && found > 0) PyErr_Clear(); /* not remembered: looked up again next time */
+  if (watched == 0) {
+    if (!c->registered) {
+      PyObject *d = PyThreadState_GetDict(), *cap = d ? PyCapsule_New(c, "fastlaunch.subscript_cache", tcache_release) : NULL;
+      c->registered = cap && PyDict_SetItemString(d, "fastlaunch.subscript_cache", cap) == 0;
+      Py_XDECREF(cap);
+    }
+    if (c->registered) { /* the new ones first, the old ones released last (their release may run code) */
+      PyObject *old[4] = {c->sub, c->kernel, c->dict, c->run};
+      c->sub = Py_NewRef(sub), c->kernel = Py_NewRef(kernel), c->dict = Py_NewRef(dict), c->run = Py_NewRef(run);
+      c->dictptr = dictptr, c->stamp = fl_ext_dict_stamp(dict);
+      for (int i = 0; i < 4; i++) Py_XDECREF(old[i]);
+    }
+    PyErr_Clear(); /* a thread-state dict refused: nothing remembered */
+  }
+  Py_DECREF(dict);
+  return run;
+}
+
+/* This thread's spare JitCall for `run` with this grid, when nobody else holds it; else a new one,
+ * kept as the spare. */
+static PyObject *thread_call(thread_cache *c, fl_ext_state *st, PyObject *run, PyObject *grid) {
+  PyObject *spare = c->spare;
+  if (spare && ((JitCallObject *)spare)->target == run && Py_REFCNT(spare) == 1) return reuse(spare, grid);
+  PyObject *call = new_call(st, run, grid);
+  if (call && c->registered) {
+    c->spare = Py_NewRef(call);
+    Py_XDECREF(spare); /* released last: its grid's __del__ may subscript again */
+  }
+  return call;
+}
+
+static PyObject *subscript_call_locked(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
+  thread_cache *c = &tcache;
+  if (kernel == c->kernel && sub == (SubscriptObject *)c->sub && FL_EXT_LOAD(*c->dictptr) == c->dict &&
+      fl_ext_dict_stamp(c->dict) == c->stamp)
+    return thread_call(c, sub->state, c->run, grid);
+  Py_INCREF(sub); /* _attach, or a release, may call disable(), which drops the class's */
+  PyObject *res = NULL, *run = run_of(sub, kernel);
+  if (!run && !PyErr_Occurred()) {
+    PyObject *r = PyObject_CallOneArg(sub->attach, kernel); /* once per kernel */
+    Py_XDECREF(r);
+    if (r) run = run_of(sub, kernel);
+  }
+  if (run && spare_of(sub->state, run)) {
+    res = thread_call(c, sub->state, run, grid);
+  } else if (run || !PyErr_Occurred()) {
+    PyObject *args[2] = {kernel, grid};
+    res = PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
+  }
+  Py_XDECREF(run);
+  Py_DECREF(sub);
+  return res;
+}
+#else
+#define subscript_call_locked subscript_call /* the GIL: the last kernel and the spare JitCall as they are */
+#endif
+
 static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   SubscriptObject *sub = (SubscriptObject *)callable;
   if (PyVectorcall_NARGS(nargsf) != 2 || kwnames) return PyObject_Vectorcall(sub->stock_getitem, args, nargsf, kwnames);
-  return subscript_call(sub, args[0], args[1]);
+  return subscript_call_locked(sub, args[0], args[1]);
 }
 
 static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type);
@@ -221,9 +312,9 @@ static inline int tag_valid(PyTypeObject *tp) {
 
 /* The last class looked up and what __getitem__ was for it, under its version tag (borrowed: held
  * by a dict of its MRO for as long as the tag holds). */
-static PyTypeObject *seen_type;
-static unsigned int seen_tag;
-static PyObject *seen_getitem;
+static FL_EXT_TLS PyTypeObject *seen_type;
+static FL_EXT_TLS unsigned int seen_tag;
+static FL_EXT_TLS PyObject *seen_getitem;
 
 /* kernel[grid] through a __getitem__ that is not seen_getitem, or when that is not a JitSubscript. */
 static FL_EXT_COLD PyObject *subscript_slot_other(PyObject *kernel, PyObject *grid) {
@@ -243,7 +334,7 @@ static FL_EXT_COLD PyObject *subscript_slot_other(PyObject *kernel, PyObject *gr
   PyObject *args[2] = {kernel, grid};
   if (!getitem)
     return PyErr_Format(PyExc_TypeError, "'%.200s' object is not subscriptable", tp->tp_name);
-  if (Py_TYPE(getitem)->tp_descr_get == subscript_get) return subscript_call((SubscriptObject *)getitem, kernel, grid);
+  if (Py_TYPE(getitem)->tp_descr_get == subscript_get) return subscript_call_locked((SubscriptObject *)getitem, kernel, grid);
   Py_INCREF(getitem);
   PyObject *res;
   descrgetfunc get = Py_TYPE(getitem)->tp_descr_get;
@@ -264,7 +355,7 @@ static PyObject *subscript_slot(PyObject *kernel, PyObject *grid) {
   PyTypeObject *tp = Py_TYPE(kernel);
   if (FL_EXT_LIKELY(tp == seen_type && tp->tp_version_tag == seen_tag && tag_valid(tp) &&
                     Py_TYPE(seen_getitem)->tp_descr_get == subscript_get))
-    return subscript_call((SubscriptObject *)seen_getitem, kernel, grid);
+    return subscript_call_locked((SubscriptObject *)seen_getitem, kernel, grid);
   return subscript_slot_other(kernel, grid);
 }
 

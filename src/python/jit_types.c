@@ -62,7 +62,7 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 /* _insert(key, kernel, plan_or_None, positions, grid_spec_or_None, keep, refusal_or_None, scratch=None):
  * scratch (ContextVar, bytes per CTA, alignment, num_ctas, trailing pointers), whose positions are (-1, -1). */
-static PyObject *jit_insert(PyObject *op, PyObject *args) {
+static PyObject *jit_insert_unlocked(PyObject *op, PyObject *args) {
   JitObject *self = (JitObject *)op;
   PyObject *key, *kernel, *plan, *positions, *grid_spec, *keep, *refusal, *scratch = Py_None;
   if (!PyArg_ParseTuple(args, "O!OOO!OO!O|O:_insert", &PyBytes_Type, &key, &kernel, &plan, &PyTuple_Type, &positions,
@@ -143,7 +143,7 @@ static PyObject *jit_insert(PyObject *op, PyObject *args) {
   Py_RETURN_TRUE;
 }
 
-static PyObject *jit_clear_method(PyObject *op, PyObject *unused) {
+static PyObject *jit_clear_method_unlocked(PyObject *op, PyObject *unused) {
   JitObject *self = (JitObject *)op;
   (void)unused;
   fl_jit_table_clear(self);
@@ -151,14 +151,14 @@ static PyObject *jit_clear_method(PyObject *op, PyObject *unused) {
 }
 
 /* Forces revalidation at the next call (the policy changed something it decides on). */
-static PyObject *jit_invalidate(PyObject *op, PyObject *unused) {
+static PyObject *jit_invalidate_unlocked(PyObject *op, PyObject *unused) {
   JitObject *self = (JitObject *)op;
   (void)unused;
   self->watch.force = 1;
   Py_RETURN_NONE;
 }
 
-static PyObject *jit_get_counts(PyObject *op, void *closure) {
+static PyObject *jit_get_counts_unlocked(PyObject *op, void *closure) {
   JitObject *self = (JitObject *)op;
   (void)closure;
   PyObject *reasons = PyDict_Copy(self->stock_counts); /* a snapshot: the counts go on */
@@ -235,6 +235,22 @@ static void jit_dealloc(PyObject *op) {
   tp->tp_free(self);
   Py_DECREF(tp);
 }
+
+/* A dispatcher's calls in a critical section on it (free-threaded builds; ext.h). */
+#define JIT_CALL_TARGET(callable) (((JitCallObject *)(callable))->target)
+FL_EXT_VECTORCALL_LOCKED(jit_vectorcall_locked, fl_jit_vectorcall_unlocked, FL_EXT_SELF)
+FL_EXT_VECTORCALL_LOCKED(jit_call_vectorcall_locked, fl_jit_call_vectorcall_unlocked, JIT_CALL_TARGET)
+PyObject *fl_jit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return jit_vectorcall_locked(callable, args, nargsf, kwnames);
+}
+PyObject *fl_jit_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  return jit_call_vectorcall_locked(callable, args, nargsf, kwnames);
+}
+
+FL_EXT_METHOD_LOCKED(jit_insert, jit_insert_unlocked)
+FL_EXT_METHOD_LOCKED(jit_clear_method, jit_clear_method_unlocked)
+FL_EXT_METHOD_LOCKED(jit_invalidate, jit_invalidate_unlocked)
+FL_EXT_GETTER_LOCKED(jit_get_counts, jit_get_counts_unlocked)
 
 static PyMethodDef jit_methods[] = {
     {"_insert", jit_insert, METH_VARARGS,

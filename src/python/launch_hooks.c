@@ -10,7 +10,11 @@
 /* launch_knobs(knobs): where the hooks are read (triton.knobs.runtime), None to read none. */
 PyObject *fl_ext_set_launch_knobs(PyObject *module, PyObject *knobs) {
   fl_ext_state *st = PyModule_GetState(module);
-  Py_XSETREF(st->launch_knobs, knobs == Py_None ? NULL : Py_NewRef(knobs));
+  int rc;
+  Py_BEGIN_CRITICAL_SECTION(module);
+  rc = fl_ext_state_swap(st, &st->launch_knobs, knobs == Py_None ? NULL : knobs);
+  Py_END_CRITICAL_SECTION();
+  if (rc < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -32,7 +36,8 @@ int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint6
                        PyObject *const *args, size_t nargs, fl_ext_hooks *h) {
   h->md = h->exit_hook = NULL;
   h->stream = stream_obj ? Py_NewRef(stream_obj) : PyLong_FromUnsignedLongLong(stream);
-  if (!h->stream || nargs > FL_EXT_HOOK_MAX_ARGS || !st->launch_knobs) {
+  PyObject *knobs = FL_EXT_STATE_OBJ(st->launch_knobs); /* read once: another thread may set it */
+  if (!h->stream || nargs > FL_EXT_HOOK_MAX_ARGS || !knobs) {
     if (h->stream) /* the callers hand such a call to Triton first */
       PyErr_SetString(PyExc_RuntimeError, "fastlaunch: launch hooks: more arguments than a hooked call takes, or no knobs");
     fl_ext_hooks_release(h);
@@ -41,7 +46,8 @@ int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint6
   /* A spare slot before the kernel: the callee may use it (PY_VECTORCALL_ARGUMENTS_OFFSET). */
   PyObject *margs[4 + FL_EXT_HOOK_MAX_ARGS] = {NULL, kernel, grid, h->stream};
   for (size_t i = 0; i < nargs; i++) margs[4 + i] = args[i];
-  PyObject *knobs = Py_NewRef(st->launch_knobs), *enter = NULL;
+  PyObject *enter = NULL;
+  Py_INCREF(knobs);
   h->md = PyObject_VectorcallMethod(st->str_launch_metadata, margs + 1, (3 + nargs) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     NULL);
   if (h->md) enter = PyObject_GetAttr(knobs, st->str_launch_enter_hook);

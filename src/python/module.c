@@ -152,24 +152,34 @@ static PyObject *ext_backend_info(PyObject *module, PyObject *args) {
 static PyObject *ext_tensor_door(PyObject *module, PyObject *unused) {
   (void)unused;
   fl_ext_state *st = PyModule_GetState(module);
-  if (st->door_state == 0) fl_ext_door_load(st);
-  const char *why = st->door_state == 0 ? "torch not imported yet" : st->door_why;
-  return Py_BuildValue("(Os)", st->door ? Py_True : Py_False, why);
+  if (FL_EXT_LOAD(st->door_state) == 0) fl_ext_door_load(st);
+#ifdef Py_GIL_DISABLED
+  PyMutex_Lock(&st->door_lock); /* door_why is written under it */
+#endif
+  const char *why = FL_EXT_LOAD(st->door_state) == 0 ? "torch not imported yet" : st->door_why;
+  PyObject *out = Py_BuildValue("(Os)", FL_EXT_DOOR(st) ? Py_True : Py_False, why);
+#ifdef Py_GIL_DISABLED
+  PyMutex_Unlock(&st->door_lock);
+#endif
+  return out;
 }
 
 /* _door_retry(why): the background build of fastlaunch._tensor ended (why None: built): the next
  * tensor argument loads it, or tensors stay on data_ptr() with why. */
 static PyObject *ext_door_retry(PyObject *module, PyObject *why) {
   fl_ext_state *st = PyModule_GetState(module);
-  if (st->door_state != -2) Py_RETURN_NONE;
-  if (why == Py_None) {
-    st->door_state = 0;
-  } else {
-    const char *text = PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : NULL;
-    if (!text) PyErr_Clear();
-    snprintf(st->door_why, sizeof st->door_why, "not built: %s", text ? text : "?");
-    st->door_state = -1;
+  const char *text = why == Py_None ? NULL : PyUnicode_Check(why) ? PyUnicode_AsUTF8(why) : NULL;
+  if (!text) PyErr_Clear();
+#ifdef Py_GIL_DISABLED
+  PyMutex_Lock(&st->door_lock); /* the build's thread calls this */
+#endif
+  if (FL_EXT_LOAD(st->door_state) == -2) {
+    if (why != Py_None) snprintf(st->door_why, sizeof st->door_why, "not built: %s", text ? text : "?");
+    FL_EXT_STORE(st->door_state, why == Py_None ? 0 : -1);
   }
+#ifdef Py_GIL_DISABLED
+  PyMutex_Unlock(&st->door_lock);
+#endif
   Py_RETURN_NONE;
 }
 
@@ -271,6 +281,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
   Py_VISIT(st->heuristics_type);
   Py_VISIT(st->launch_knobs);
   Py_VISIT(st->tensor_desc_type);
+  Py_VISIT(st->retired);
   return 0;
 }
 
@@ -295,6 +306,7 @@ static int module_clear(PyObject *module) {
   Py_CLEAR(st->str_launch_exit_hook);
   Py_CLEAR(st->launch_knobs);
   Py_CLEAR(st->tensor_desc_type);
+  Py_CLEAR(st->retired);
   Py_CLEAR(st->jit_type);
   Py_CLEAR(st->jit_call_type);
   Py_CLEAR(st->jit_subscript_type);
@@ -315,8 +327,8 @@ static PyModuleDef_Slot module_slots[] = {
     {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
-    /* The launch path takes no lock: it relies on the GIL (a free-threaded build keeps it on). */
-    {Py_mod_gil, Py_MOD_GIL_USED},
+    /* Safe without the GIL (ext.h, "free-threaded builds"): a free-threaded build keeps it off. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
 #endif
     {0, NULL},
 };

@@ -13,7 +13,7 @@ static int buffer_address(fl_ext_state *st, PyObject *obj, uint64_t *addr) {
   *addr = 0;
   if (obj == Py_None) return 0;
   int where, index;
-  if (st->door && st->door->unpack(obj, addr, &where, &index)) return 0; /* a tensor: its data_ptr(), read in C */
+  if (FL_EXT_DOOR(st) && FL_EXT_DOOR(st)->unpack(obj, addr, &where, &index)) return 0; /* a tensor: its data_ptr(), read in C */
   PyObject *ptr = PyLong_Check(obj) ? Py_NewRef(obj) : NULL;
   if (!ptr) {
     ptr = PyObject_CallMethodNoArgs(obj, st->str_data_ptr);

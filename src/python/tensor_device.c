@@ -14,11 +14,11 @@
 
 /* The last torch.device read and what it said (held: its identity is the key, and a torch.device
  * never changes; torch hands out the same object for a device). */
-static PyObject *seen_device;
-static int seen_r, seen_where, seen_index;
+static FL_EXT_TLS PyObject *seen_device;
+static FL_EXT_TLS int seen_r, seen_where, seen_index;
 
 static int device_of(PyObject *dev, int *where, int *index) {
-  static PyObject *str_type, *str_index;
+  static FL_EXT_TLS PyObject *str_type, *str_index;
   if (!str_type && !(str_type = PyUnicode_InternFromString("type"))) return 1;
   if (!str_index && !(str_index = PyUnicode_InternFromString("index"))) return 1;
   PyObject *type = NULL, *ix = NULL;
@@ -42,7 +42,7 @@ done:
 }
 
 int fl_ext_tensor_device(const fl_tensor_door *door, PyObject *obj, int *where, int *index) {
-  static PyObject *str_device;
+  static FL_EXT_TLS PyObject *str_device;
   if (!str_device && !(str_device = PyUnicode_InternFromString("device"))) {
     PyErr_Clear();
     return 1;

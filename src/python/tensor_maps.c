@@ -83,7 +83,11 @@ int fl_ext_parse_tensor_maps(PyObject *obj, fl_tensor_map_meta *metas, size_t *n
 PyObject *fl_ext_set_tensor_desc_type(PyObject *module, PyObject *cls) {
   if (cls != Py_None && !PyType_Check(cls)) return PyErr_Format(PyExc_TypeError, "tensor_descriptor_type: a class or None");
   fl_ext_state *st = PyModule_GetState(module);
-  Py_XSETREF(st->tensor_desc_type, cls == Py_None ? NULL : Py_NewRef(cls));
+  int rc;
+  Py_BEGIN_CRITICAL_SECTION(module);
+  rc = fl_ext_state_swap(st, &st->tensor_desc_type, cls == Py_None ? NULL : cls);
+  Py_END_CRITICAL_SECTION();
+  if (rc < 0) return NULL;
   Py_RETURN_NONE;
 }
 
@@ -122,8 +126,8 @@ static Py_ssize_t read_ints(PyObject *seq, int64_t *out) {
 static int base_address(fl_ext_state *st, PyObject *base, unsigned long long *addr) {
   uint64_t p;
   int where, index;
-  if (FL_EXT_UNLIKELY(st->door_state == 0)) fl_ext_door_load(st);
-  if (st->door && st->door->unpack(base, &p, &where, &index)) return *addr = p, 0;
+  if (FL_EXT_UNLIKELY(FL_EXT_LOAD(st->door_state) == 0)) fl_ext_door_load(st);
+  if (FL_EXT_DOOR(st) && FL_EXT_DOOR(st)->unpack(base, &p, &where, &index)) return *addr = p, 0;
   PyObject *ptr = PyObject_CallMethodNoArgs(base, st->str_data_ptr);
   if (!ptr) return -1;
   int ok = PyLong_Check(ptr);
@@ -268,10 +272,10 @@ unsigned fl_ext_tmap_plain_class(fl_ext_state *st, PyTypeObject *type) {
 }
 
 int fl_ext_tmap_dtype(fl_ext_state *st, PyObject *desc, int *dtype) {
-  if (st->door_state == 0) fl_ext_door_load(st);
+  if (FL_EXT_LOAD(st->door_state) == 0) fl_ext_door_load(st);
   PyObject *base = PyObject_GetAttr(desc, st->str_base);
   uint64_t p;
-  int where, index, ok = base && st->door && st->door->unpack_typed(base, &p, &where, &index, dtype);
+  int where, index, ok = base && FL_EXT_DOOR(st) && FL_EXT_DOOR(st)->unpack_typed(base, &p, &where, &index, dtype);
   Py_XDECREF(base);
   PyErr_Clear();
   return ok ? 0 : 1;
@@ -359,7 +363,7 @@ int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t
   uint64_t p;
   int where, index, dt;
   PyObject *pad = a[4];
-  if (!st->door || !st->door->unpack_typed(a[0], &p, &where, &index, &dt) || dt != dtype || !block_is(a[3], block, rank) ||
+  if (!FL_EXT_DOOR(st) || !FL_EXT_DOOR(st)->unpack_typed(a[0], &p, &where, &index, &dt) || dt != dtype || !block_is(a[3], block, rank) ||
       (a[5] != Py_True && a[5] != Py_False) || !PyUnicode_Check(pad))
     goto done;
   memset(t, 0, sizeof *t); /* the core's memo compares the whole value */

@@ -39,7 +39,7 @@ static PyObject *floor_vectorcall(PyObject *callable, PyObject *const *args, siz
   }
   /* As a launch reads them: in words when every one reads as a word, the full way otherwise. */
   uint64_t words[FL_EXT_STACK_VALUES];
-  const fl_tensor_door *door = self->state->door;
+  const fl_tensor_door *door = FL_EXT_DOOR(self->state);
   if (self->spec.words && door && fl_ext_collect_words(door, &self->spec, args, words)) Py_RETURN_NONE;
   fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
   int r = fl_ext_collect(self->state, &self->spec, args, nargs, values, tmaps, &err);
@@ -395,18 +395,18 @@ static PyObject *ext_bench_unpack(PyObject *module, PyObject *args) {
   PyObject *seq;
   long long rounds;
   if (!PyArg_ParseTuple(args, "O!L:bench_unpack", &PyTuple_Type, &seq, &rounds)) return NULL;
-  if (st->door_state == 0) fl_ext_door_load(st);
+  if (FL_EXT_LOAD(st->door_state) == 0) fl_ext_door_load(st);
   Py_ssize_t n = PyTuple_GET_SIZE(seq);
   struct timespec t0, t1;
   uint64_t sink = 0, door_sink = 0;
   PyObject *door_ns = Py_NewRef(Py_None);
-  if (st->door) {
+  if (FL_EXT_DOOR(st)) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long long r = 0; r < rounds; r++)
       for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t p;
         int where, index;
-        if (st->door->unpack(PyTuple_GET_ITEM(seq, i), &p, &where, &index)) door_sink += p;
+        if (FL_EXT_DOOR(st)->unpack(PyTuple_GET_ITEM(seq, i), &p, &where, &index)) door_sink += p;
       }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     Py_SETREF(door_ns, PyFloat_FromDouble(((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) /

@@ -2,6 +2,19 @@
 #include "watch.h"
 
 int fl_ext_watch_mode = FL_EXT_WATCHERS ? FL_WATCH_WATCHER : FL_WATCH_VERSIONS;
+
+#if FL_EXT_WATCHERS
+/* PyDict_Watch in a critical section on the dict: CPython 3.13's sets the watcher's bit in the dict's
+ * version tag with a plain read-modify-write, which a free-threaded build's concurrent store (under
+ * the dict's lock) or another PyDict_Watch could lose. With the GIL the section is nothing. */
+static int watch_locked(int watcher, PyObject *dict) {
+  int rc;
+  Py_BEGIN_CRITICAL_SECTION(dict);
+  rc = PyDict_Watch(watcher, dict);
+  Py_END_CRITICAL_SECTION();
+  return rc;
+}
+#endif
 static char watch_why[160]; /* why the watcher is not in use, or "" */
 
 #if FL_EXT_WATCHERS
@@ -11,7 +24,7 @@ static PyObject *interest;     /* the names any keyed dict is watched for (a set
 
 static int watch_callback(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *new_value) {
   (void)event, (void)dict, (void)key, (void)new_value;
-  fl_ext_watch_epoch++;
+  FL_EXT_COUNT(fl_ext_watch_epoch);
   return 0;
 }
 
@@ -24,7 +37,7 @@ static int keyed_callback(PyDict_WatchEvent event, PyObject *dict, PyObject *key
     if (in == 0) return 0;
     if (in < 0) PyErr_Clear();
   }
-  fl_ext_watch_kepoch++;
+  FL_EXT_COUNT(fl_ext_watch_kepoch);
   return 0;
 }
 #endif
@@ -82,7 +95,7 @@ static int versions_set(fl_ext_watch *w, PyObject *dicts, PyObject *keyed) {
 }
 
 int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts) {
-  w->force = 1;
+  FL_EXT_STORE(w->force, 1);
   if (!PyTuple_Check(dicts)) return PyErr_SetString(PyExc_TypeError, "watched: expected a tuple of dicts"), -1;
   Py_ssize_t n = PyTuple_GET_SIZE(dicts);
   for (Py_ssize_t i = 0; i < n; i++)
@@ -93,19 +106,19 @@ int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts) {
   w->dicts = Py_NewRef(dicts);
   w->keyed = NULL; /* none until fl_ext_watch_set_keyed */
   w->n = w->nk = 0;
-  w->epoch = 0;
+  FL_EXT_STORE(w->epoch, 0);
   int rc = 0;
 #if FL_EXT_WATCHERS
   if (fl_ext_watch_mode == FL_WATCH_WATCHER) {
-    for (Py_ssize_t i = 0; i < n && rc == 0; i++) rc = PyDict_Watch(st->dict_watcher, PyTuple_GET_ITEM(dicts, i));
-    w->epoch = fl_ext_watch_epoch;
-    w->kepoch = fl_ext_watch_kepoch;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) rc = watch_locked(st->dict_watcher, PyTuple_GET_ITEM(dicts, i));
+    FL_EXT_STORE(w->epoch, FL_EXT_LOAD(fl_ext_watch_epoch));
+    FL_EXT_STORE(w->kepoch, FL_EXT_LOAD(fl_ext_watch_kepoch));
   }
 #else
   (void)st;
 #endif
   if (rc == 0 && fl_ext_watch_mode == FL_WATCH_VERSIONS) rc = versions_set(w, dicts, NULL);
-  if (rc == 0) w->force = 0;
+  if (rc == 0) FL_EXT_STORE(w->force, 0);
   Py_XDECREF(old);
   Py_XDECREF(old_keyed);
   return rc;
@@ -142,8 +155,8 @@ fail:
 
 int fl_ext_watch_set_keyed(fl_ext_watch *w, fl_ext_state *st, PyObject *keyed) {
   if (keyed == Py_None || w->force) return 0; /* nothing keyed; or fl_ext_watch_set failed */
-  if (!PyTuple_Check(keyed)) return w->force = 1, PyErr_SetString(PyExc_TypeError, "keyed: a tuple or None"), -1;
-  w->force = 1;
+  if (!PyTuple_Check(keyed)) return FL_EXT_STORE(w->force, 1), PyErr_SetString(PyExc_TypeError, "keyed: a tuple or None"), -1;
+  FL_EXT_STORE(w->force, 1);
   PyObject *now = keyed_now(keyed);
   if (!now) return -1;
   int rc = 0;
@@ -154,10 +167,10 @@ int fl_ext_watch_set_keyed(fl_ext_watch *w, fl_ext_state *st, PyObject *keyed) {
       PyObject *entry = PyTuple_GET_ITEM(now, i), *names = PyTuple_GET_ITEM(entry, 1);
       for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(names) && rc == 0; j++) rc = PySet_Add(interest, PyTuple_GET_ITEM(names, j));
       /* Without a second watcher the dict is watched whole: any write to it is a change. */
-      if (rc == 0) rc = PyDict_Watch(keyed_watcher >= 0 ? keyed_watcher : st->dict_watcher, PyTuple_GET_ITEM(entry, 0));
+      if (rc == 0) rc = watch_locked(keyed_watcher >= 0 ? keyed_watcher : st->dict_watcher, PyTuple_GET_ITEM(entry, 0));
     }
-    w->epoch = fl_ext_watch_epoch;
-    w->kepoch = fl_ext_watch_kepoch;
+    FL_EXT_STORE(w->epoch, FL_EXT_LOAD(fl_ext_watch_epoch));
+    FL_EXT_STORE(w->kepoch, FL_EXT_LOAD(fl_ext_watch_kepoch));
   }
 #else
   (void)st;
@@ -165,7 +178,7 @@ int fl_ext_watch_set_keyed(fl_ext_watch *w, fl_ext_state *st, PyObject *keyed) {
   PyObject *old = w->keyed;
   w->keyed = now;
   if (rc == 0 && fl_ext_watch_mode == FL_WATCH_VERSIONS) rc = versions_set(w, NULL, now);
-  if (rc == 0) w->force = 0;
+  if (rc == 0) FL_EXT_STORE(w->force, 0);
   Py_XDECREF(old);
   return rc;
 }
@@ -173,7 +186,7 @@ int fl_ext_watch_set_keyed(fl_ext_watch *w, fl_ext_state *st, PyObject *keyed) {
 int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict) {
 #if FL_EXT_WATCHERS
   if (fl_ext_watch_mode != FL_WATCH_WATCHER) return 0;
-  return PyDict_Watch(st->dict_watcher, dict);
+  return watch_locked(st->dict_watcher, dict);
 #else
   (void)st, (void)dict;
   return 0;
@@ -186,5 +199,5 @@ void fl_ext_watch_free(fl_ext_watch *w) {
   PyMem_Free(w->at);
   w->at = NULL;
   w->n = 0;
-  w->force = 1;
+  FL_EXT_STORE(w->force, 1);
 }

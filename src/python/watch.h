@@ -99,8 +99,9 @@ static inline int fl_ext_watch_keyed_hold(const fl_ext_watch *w) {
 static FL_EXT_COLD __attribute__((noinline, unused)) int fl_ext_watch_moved(fl_ext_watch *w) {
 #if FL_EXT_WATCHERS
   if (fl_ext_watch_mode == FL_WATCH_WATCHER) {
-    if (w->epoch != fl_ext_watch_epoch || !fl_ext_watch_keyed_hold(w)) return 1;
-    w->kepoch = fl_ext_watch_kepoch; /* a name of interest written elsewhere, or the same value again */
+    if (FL_EXT_LOAD(w->epoch) != FL_EXT_LOAD(fl_ext_watch_epoch) || !fl_ext_watch_keyed_hold(w)) return 1;
+    /* a name of interest written elsewhere, or the same value again */
+    FL_EXT_STORE(w->kepoch, FL_EXT_LOAD(fl_ext_watch_kepoch));
     return 0;
   }
   if (fl_ext_watch_mode == FL_WATCH_NONE) return 1;
@@ -113,9 +114,11 @@ static FL_EXT_COLD __attribute__((noinline, unused)) int fl_ext_watch_moved(fl_e
 
 /* True when a watched dict may have changed since fl_ext_watch_set. */
 static inline int fl_ext_watch_changed(fl_ext_watch *w) {
-  if (w->force) return 1;
+  if (FL_EXT_LOAD(w->force)) return 1;
 #if FL_EXT_WATCHERS
-  if (FL_EXT_LIKELY(w->epoch == fl_ext_watch_epoch && w->kepoch == fl_ext_watch_kepoch)) return 0;
+  if (FL_EXT_LIKELY(FL_EXT_LOAD(w->epoch) == FL_EXT_LOAD(fl_ext_watch_epoch) &&
+                    FL_EXT_LOAD(w->kepoch) == FL_EXT_LOAD(fl_ext_watch_kepoch)))
+    return 0;
   /* The epoch moved, or another detector is in use (its epoch is 0, never the watcher's). */
   return fl_ext_watch_moved(w);
 #else
@@ -133,8 +136,8 @@ extern uint64_t fl_ext_watch_nonce; /* no detector: counts stamps, so none is gi
 static inline uint64_t fl_ext_dict_stamp(PyObject *dict) {
 #if FL_EXT_WATCHERS
   if (FL_EXT_UNLIKELY(fl_ext_watch_mode != FL_WATCH_WATCHER))
-    return fl_ext_watch_mode == FL_WATCH_VERSIONS ? fl_ext_dict_version(dict) : ++fl_ext_watch_nonce | 1ull << 63;
-  return fl_ext_watch_epoch;
+    return fl_ext_watch_mode == FL_WATCH_VERSIONS ? fl_ext_dict_version(dict) : __atomic_add_fetch(&fl_ext_watch_nonce, 1, __ATOMIC_RELAXED) | 1ull << 63;
+  return FL_EXT_LOAD(fl_ext_watch_epoch);
 #else
   return fl_ext_dict_version(dict);
 #endif

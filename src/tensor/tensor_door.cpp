@@ -143,6 +143,9 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "fastlaunch._tensor",
 PyMODINIT_FUNC PyInit__tensor(void) {
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return nullptr;
+#ifdef Py_GIL_DISABLED
+  PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED); /* reads torch's objects, keeps no state of its own */
+#endif
   PyObject *capsule = PyCapsule_New(const_cast<fl_tensor_door *>(&door), FL_TENSOR_DOOR_CAPSULE, nullptr);
   if (!capsule || PyModule_AddObject(m, "door", capsule) < 0) {
     Py_XDECREF(capsule);
