@@ -65,7 +65,7 @@ VARIABLES = (
 _BY_NAME = {v.name: v for v in VARIABLES}
 # Read by the repository's tools and tests, never by the package: known, so never warned about.
 TOOL_VARIABLES = ("FASTLAUNCH_REQUIRE_REFERENCES", "FASTLAUNCH_ALLOW_NO_TRITON", "FASTLAUNCH_VERSIONS_DIR",
-                  "FASTLAUNCH_INSTALL_CHECK_DIR")
+                  "FASTLAUNCH_INSTALL_CHECK_DIR", "FASTLAUNCH_EXPECT_NO_GIL", "FASTLAUNCH_FREETHREADED_CACHE")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ scalars are checked before enter is called (compiled.c's parse_first).
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import weakref
 
 from fastlaunch import _C
@@ -28,10 +30,22 @@ from fastlaunch._C import FastLaunchPlanUnavailable
 
 log = logging.getLogger("fastlaunch")
 _state = {"getitem": None, "backend": None, "attach_jit": None}
+# One lock for what changes slots and tables here and in triton_jit (which takes this one: one lock,
+# so no order between two): enable(), disable(), attaching a kernel. Re-entrant. Calls never take it.
+lock = threading.RLock()
+
+
+def locked(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with lock:
+            return fn(*args, **kwargs)
+    return wrapper
 _attached: "weakref.WeakSet" = weakref.WeakSet()  # the kernels holding a CompiledLaunch
 _runs: "weakref.WeakSet" = weakref.WeakSet()  # the kernels holding a CompiledRun
 
 
+@locked
 def enable(attach_jit, *, backend=None) -> None:
     """CompiledKernel.__getitem__ is fastlaunch's from now on (idempotent); attach_jit(fn) installs
     a JITFunction's dispatcher (fastlaunch.triton_jit's, which calls this)."""
@@ -53,6 +67,7 @@ def enable(attach_jit, *, backend=None) -> None:
     CompiledKernel.__getitem__ = _C.CompiledSubscript(stock, _attach)
 
 
+@locked
 def disable() -> None:
     """Triton's own CompiledKernel.__getitem__ back; every kernel's CompiledLaunch dropped."""
     if _state["getitem"] is None:
@@ -75,6 +90,7 @@ def launch_of(kernel):
     return getattr(kernel, "__dict__", {}).get("_fastlaunch_launch")
 
 
+@locked
 def _attach(kernel):
     """The kernel's CompiledLaunch, made at its first subscript and kept in its __dict__."""
     if _state["getitem"] is None:

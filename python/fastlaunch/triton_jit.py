@@ -36,6 +36,9 @@ from fastlaunch.triton_tuners import autotune_key  # noqa: F401  (its public hom
 log = logging.getLogger("fastlaunch")
 
 _state = {"enabled": False, "getitems": [], "backend": None, "tuner_run": None, "runs": [], "off": None}
+# enable(), disable(), exclude() and attaching a kernel: one thread at a time, under triton_compiled's
+# lock (re-entrant). Calls never take it: a kernel met again is served by its dispatcher alone.
+_locked = triton_compiled.locked
 _dispatchers: "weakref.WeakSet" = weakref.WeakSet()
 _not_bound: dict = {}
 
@@ -54,6 +57,7 @@ def _kernel_classes():
     return classes
 
 
+@_locked
 def enable(*, backend=None) -> None:
     """Serves every `@triton.jit` kernel's `kernel[grid](...)` (and `kernel.run(...)`) through
     fastlaunch from now on, `@triton.autotune` and `@triton.heuristics` kernels included: kernels
@@ -98,6 +102,7 @@ def enable(*, backend=None) -> None:
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
 
+@_locked
 def disable() -> None:
     """Gives every call slot back to Triton."""
     if not _state["enabled"]:
@@ -144,6 +149,7 @@ def _stock_run(fn):
     return run.stock.__get__(fn) if isinstance(run, _C.TunerSlot) else run.__get__(fn)
 
 
+@_locked
 def exclude(kernel) -> None:
     """Leaves `kernel` (a JITFunction, Autotuner or Heuristics, and the kernels it wraps) to Triton:
     its calls never reach fastlaunch, now and after enable() again, as long as it lives."""
@@ -176,6 +182,7 @@ def _attach_from_slot(fn) -> None:
         _attach(fn)
 
 
+@_locked
 def _attach(fn) -> None:
     """Installs a dispatcher in `fn`'s call slot at its first subscript (or marks it stock)."""
     from triton.runtime.jit import JITFunction
@@ -244,6 +251,7 @@ def _subclass_refusal(fn):
     return "kernel_wrapper_subclass"
 
 
+@_locked
 def _attach_wrapper(fn) -> None:
     """An Autotuner gets a dispatcher of its own (autotune.c), and so does a Heuristics
     (heuristics.c). An Autotuner subclass whose own run calls super().run keeps its run; the super()
@@ -329,20 +337,12 @@ def _knob(obj, name, default=None):
         return default
 
 
-def _is_torch_current_device(f):
+def _are_torchs(device_fn, stream_fn):
+    """Whether the driver's device and stream sources are torch's current device and raw stream."""
     try:
         import torch
 
-        return f is torch.cuda.current_device
-    except Exception:
-        return False
-
-
-def _is_torch_raw_stream(f):
-    try:
-        import torch
-
-        return f is getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        return device_fn is torch.cuda.current_device and stream_fn is getattr(torch._C, "_cuda_getCurrentRawStream", None)
     except Exception:
         return False
 
@@ -517,7 +517,7 @@ class _Policy:
         hooks = self._hook_lists()  # None: a hook is a plain callable (the dispatcher calls it while set)
         dev = getattr(driver, "get_current_device", None)
         stream = getattr(driver, "get_current_stream", None)
-        if _is_torch_current_device(dev) and _is_torch_raw_stream(stream) and _C.jit_torch_shim():
+        if _are_torchs(dev, stream) and _C.jit_torch_shim():
             dev = stream = None  # torch's C shim: no Python call per launch
         else:
             for d_fn, d_cap, s_fn, s_cap in _C_SOURCES:
