@@ -13,7 +13,7 @@ ASAN := build/sanitize
 PY_DEPS := meson meson-python ninja pytest numpy matplotlib torch==2.15.0 triton liger-kernel==0.8.5 fla-core==0.6.0 einops
 SOURCES := $(shell git ls-files 'src/*' 'include/*' 'python/*' 'meson.build' 'meson.options' '*/meson.build' 2>/dev/null)
 
-.PHONY: all test test-versions check-install clang-strict release-check bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize reentry-sanitize pytest clean
+.PHONY: all test test-versions test-freethreaded check-install clang-strict release-check bench bench-quick ctest ctest-sanitize ctest-tsan fuzz fuzz-quick fuzz-python jit-sanitize reentry-sanitize pytest clean
 
 all: $(VENV)/.installed
 
@@ -184,6 +184,11 @@ test: ctest ctest-sanitize clang-strict release-check ctest-tsan fuzz-quick jit-
 # of `make test`. Writes docs/versions.md (the tensor door and instructions per launch per row); fails
 # if any pair does.
 VERSIONS_ARGS ?= --keep-going --markdown docs/versions.md
+# The suite on free-threaded CPython 3.13.5 (built once, cached outside the repository) with the GIL
+# off throughout, torch 2.12.0 and Triton 3.7.0: tools/test-freethreaded. Not part of `make test`.
+test-freethreaded:
+	tools/test-freethreaded
+
 test-versions:
 	$(PYTHON) tools/test-versions $(VERSIONS_ARGS)
 

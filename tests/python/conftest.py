@@ -163,8 +163,32 @@ def _no_faults():
 
 
 def pytest_report_header(config):
+    gil = getattr(sys, "_is_gil_enabled", None)
     return [f"fastlaunch tests: torch {'%s' % torch.__version__ if torch else 'absent (plain integer addresses only)'}",
-            f"FASTLAUNCH_CACHE_DIR={os.environ.get('FASTLAUNCH_CACHE_DIR', '(default)')}"]
+            f"FASTLAUNCH_CACHE_DIR={os.environ.get('FASTLAUNCH_CACHE_DIR', '(default)')}",
+            f"GIL: {'on' if gil is None or gil() else 'off (free-threaded)'}"]
+
+
+# make test-freethreaded (FASTLAUNCH_EXPECT_NO_GIL=1): the GIL must stay off from the first test to
+# the last, fastlaunch's modules, torch and Triton imported (Triton's with PYTHON_GIL=0).
+def _gil_must_be_off(when):
+    if os.environ.get("FASTLAUNCH_EXPECT_NO_GIL") == "1" and (not hasattr(sys, "_is_gil_enabled") or sys._is_gil_enabled()):
+        pytest.exit(f"the GIL is on {when} (a free-threaded interpreter and PYTHON_GIL=0 are expected)", returncode=3)
+
+
+def pytest_sessionstart(session):
+    if os.environ.get("FASTLAUNCH_EXPECT_NO_GIL") == "1":
+        import triton  # noqa: F401  (declares nothing: PYTHON_GIL=0 keeps the GIL off)
+
+        import fastlaunch.inductor  # noqa: F401
+        import fastlaunch.triton  # noqa: F401
+    _gil_must_be_off("before the first test")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("FASTLAUNCH_EXPECT_NO_GIL") == "1" and sys._is_gil_enabled():
+        print("\nthe GIL was turned on during the run (FASTLAUNCH_EXPECT_NO_GIL=1)", file=sys.stderr)
+        session.exitstatus = 3
 
 
 def reference_unavailable(message: str):
