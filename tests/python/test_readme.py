@@ -22,6 +22,7 @@ ELSEWHERE = {
     "make test": "the command running this test",
     "make bench": ".ci and the Makefile's bench target",
     "make test-versions": "tools/test-versions",
+    "make test-freethreaded": "tools/test-freethreaded",
     "make check-install": "tools/check-install",
 }
 
