@@ -434,4 +434,14 @@ def not_bound() -> dict:
 
 def sites() -> list:
     with _sites_lock:
-        return list(_sites)
+        return members(_sites)
+
+
+def members(weak_set) -> list:
+    """A WeakSet's members now. Its entries die in any thread (a free-threaded build runs their removal
+    beside the copy, which then raises "changed size"): copied again until a copy holds."""
+    while True:
+        try:
+            return list(weak_set)
+        except RuntimeError:
+            continue

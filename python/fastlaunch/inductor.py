@@ -27,7 +27,7 @@ import threading
 import weakref
 
 from fastlaunch._C import FastLaunchPlanUnavailable, FinalizedLaunch, Plan
-from fastlaunch.bind import Adapter, BoundLaunch, bind
+from fastlaunch.bind import Adapter, BoundLaunch, bind, members
 from fastlaunch.inductor_abi import abi_of_launcher, device_type as _device_type, launch_target, scope_of as _scope
 from fastlaunch.inductor_abi import static_kernel as _static_kernel
 
@@ -532,7 +532,7 @@ def disable() -> None:
                 setattr(cls, f"__{name}__", _state[name])
             else:
                 delattr(cls, f"__{name}__")
-        for b in list(_state["bound"]):
+        for b in members(_state["bound"]):
             b.uninstall()
         _state.clear()
     log.info("fastlaunch: Inductor integration disabled")

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 import weakref
 
 from fastlaunch import _C
+from fastlaunch.bind import members
 from fastlaunch._C import FastLaunchPlanUnavailable
 
 log = logging.getLogger("fastlaunch")
@@ -33,6 +35,13 @@ _state = {"getitem": None, "backend": None, "attach_jit": None}
 # One lock for what changes slots and tables here and in triton_jit (which takes this one: one lock,
 # so no order between two): enable(), disable(), attaching a kernel. Re-entrant. Calls never take it.
 lock = threading.RLock()
+
+
+def slot_writable() -> bool:
+    """Whether a class's mapping slot may be written now: with the GIL, always; on a free-threaded
+    build only while no other thread runs (the write races with every other thread's subscript, as
+    CPython's own slot update does)."""
+    return getattr(sys, "_is_gil_enabled", lambda: True)() or threading.active_count() == 1
 
 
 def locked(fn):
@@ -77,9 +86,9 @@ def disable() -> None:
         cls.__getitem__ = stock
     elif "__getitem__" in cls.__dict__:
         del cls.__getitem__
-    for kernel in list(_attached):
+    for kernel in members(_attached):
         kernel.__dict__.pop("_fastlaunch_launch", None)  # its dispatcher was the old JIT's
-    for kernel in list(_runs):
+    for kernel in members(_runs):
         _unserve_run(kernel)
     _attached.clear()
     _runs.clear()

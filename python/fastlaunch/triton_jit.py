@@ -36,9 +36,8 @@ from fastlaunch.triton_tuners import autotune_key  # noqa: F401  (its public hom
 log = logging.getLogger("fastlaunch")
 
 _state = {"enabled": False, "getitems": [], "backend": None, "tuner_run": None, "runs": [], "off": None}
-# enable(), disable(), exclude() and attaching a kernel: one thread at a time, under triton_compiled's
-# lock (re-entrant). Calls never take it: a kernel met again is served by its dispatcher alone.
-_locked = triton_compiled.locked
+# enable(), disable(), exclude(), attaching a kernel: one at a time (triton_compiled's lock); calls never take it.
+_locked, members = triton_compiled.locked, triton_compiled.members  # one lock; WeakSet copies (bind.members)
 _dispatchers: "weakref.WeakSet" = weakref.WeakSet()
 _not_bound: dict = {}
 
@@ -78,7 +77,8 @@ def enable(*, backend=None) -> None:
         stock = cls.__getitem__
         _state["getitems"].append((cls, had, stock))
         cls.__getitem__ = sub = _C.JitSubscript(stock, _attach)
-        sub.take_slot(cls)  # kernel[grid] calls it from the class's slot (CPython undoes this on reassignment)
+        if triton_compiled.slot_writable():  # kernel[grid] then calls it from the class's slot (CPython
+            sub.take_slot(cls)  # undoes this on reassignment); else through CPython's slot and __getitem__
     try:
         from triton.runtime.autotuner import Autotuner
     except ImportError:
@@ -122,7 +122,7 @@ def disable() -> None:
     runs, _state["runs"] = _state["runs"], []
     for cls, stock in runs:
         cls.run = stock
-    for d in list(_dispatchers):
+    for d in members(_dispatchers):
         owner = _owner(d)
         if vars(owner).get("run") is d:
             del owner.__dict__["run"]
@@ -130,7 +130,7 @@ def disable() -> None:
             del owner.__dict__["_fastlaunch_run"]
         if hasattr(d, "clear"):
             d.clear()
-    for fn in list(_refused):
+    for fn in members(_refused):
         fn.__dict__.pop("run", None)
     _refused.clear()
 
@@ -313,7 +313,7 @@ def _base_name(fn):
 def sites():
     """(name, counts) of every kernel with a dispatcher, for report()."""
     out = []
-    for d in list(_dispatchers):
+    for d in members(_dispatchers):
         if hasattr(d, "fn"):
             out.append((f"jit:{getattr(d.fn, '__name__', '?')}", d.counts))
         elif hasattr(d, "heuristics"):
@@ -361,7 +361,7 @@ def register_c_sources(get_current_device, device_capsule, get_current_stream, s
         if type(cap).__name__ != "PyCapsule":
             raise TypeError(f"register_c_sources(): expected a capsule named {name}, got {type(cap).__name__}")
     _C_SOURCES.insert(0, (get_current_device, device_capsule, get_current_stream, stream_capsule))
-    for d in list(_dispatchers):
+    for d in members(_dispatchers):
         d.invalidate()
 
 

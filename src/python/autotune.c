@@ -437,22 +437,24 @@ static PyObject *at_insert_unlocked(PyObject *op, PyObject *args) {
   at_key k;
   k.n = (size_t)nb / 8;
   memcpy(k.words, PyBytes_AS_STRING(key), (size_t)nb);
+  /* The config's pre_hook read first (its getattr may run Python code, which may call in): an entry
+   * is never seen half made. */
+  PyObject *pre_hook = NULL;
+  if (config != Py_None && fl_ext_optional_attr(config, self->state->str_pre_hook, &pre_hook) < 0) return NULL;
+  if (pre_hook == Py_None) Py_CLEAR(pre_hook);
   uint64_t h = fl_at_key_hash(&k);
   at_entry *e = fl_at_table_find(self, &k, h);
   if (!e) {
-    if (self->count >= AT_MAX_ENTRIES) Py_RETURN_FALSE; /* Triton keeps serving the others */
+    if (self->count >= AT_MAX_ENTRIES) return Py_XDECREF(pre_hook), Py_NewRef(Py_False); /* Triton keeps the others */
     e = &self->entries[self->count];
     e->key = PyMem_Malloc(k.n ? k.n * sizeof(uint64_t) : 1);
-    if (!e->key) return PyErr_NoMemory();
+    if (!e->key) return Py_XDECREF(pre_hook), PyErr_NoMemory();
     memcpy(e->key, k.words, k.n * sizeof(uint64_t));
     e->nkey = k.n;
     e->hash = h;
     self->count++;
   }
   /* Every field stored, then the old ones released: a __del__ sees the entry whole. */
-  PyObject *pre_hook = NULL;
-  if (config != Py_None && fl_ext_optional_attr(config, self->state->str_pre_hook, &pre_hook) < 0) return NULL;
-  if (pre_hook == Py_None) Py_CLEAR(pre_hook);
   PyObject *old[8] = {e->config, e->refusal, e->names, e->values, e->keep, e->kw_out, e->kw_in, e->pre_hook};
   e->pre_hook = pre_hook;
   e->config = config == Py_None ? NULL : Py_NewRef(config);

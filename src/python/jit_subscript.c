@@ -304,7 +304,7 @@ static PyObject *str_getitem;
  * the tag was given invalidates it (3.12+: a tag of 0; before: a flag), and tags are not reused. */
 static inline int tag_valid(PyTypeObject *tp) {
 #if PY_VERSION_HEX >= 0x030C0000
-  return tp->tp_version_tag != 0;
+  return FL_EXT_LOAD(tp->tp_version_tag) != 0;
 #else
   return PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG);
 #endif
@@ -320,14 +320,14 @@ static FL_EXT_TLS PyObject *seen_getitem;
 static FL_EXT_COLD PyObject *subscript_slot_other(PyObject *kernel, PyObject *grid) {
   PyTypeObject *tp = Py_TYPE(kernel);
   PyObject *getitem;
-  if (tp == seen_type && tp->tp_version_tag == seen_tag && tag_valid(tp)) {
+  if (tp == seen_type && FL_EXT_LOAD(tp->tp_version_tag) == seen_tag && tag_valid(tp)) {
     getitem = seen_getitem;
   } else {
     getitem = _PyType_Lookup(tp, str_getitem); /* borrowed */
     seen_type = NULL;
     if (getitem && tag_valid(tp)) {
       seen_type = tp;
-      seen_tag = tp->tp_version_tag;
+      seen_tag = FL_EXT_LOAD(tp->tp_version_tag);
       seen_getitem = getitem;
     }
   }
@@ -353,7 +353,7 @@ static FL_EXT_COLD PyObject *subscript_slot_other(PyObject *kernel, PyObject *gr
 
 static PyObject *subscript_slot(PyObject *kernel, PyObject *grid) {
   PyTypeObject *tp = Py_TYPE(kernel);
-  if (FL_EXT_LIKELY(tp == seen_type && tp->tp_version_tag == seen_tag && tag_valid(tp) &&
+  if (FL_EXT_LIKELY(tp == seen_type && FL_EXT_LOAD(tp->tp_version_tag) == seen_tag && tag_valid(tp) &&
                     Py_TYPE(seen_getitem)->tp_descr_get == subscript_get))
     return subscript_call_locked((SubscriptObject *)seen_getitem, kernel, grid);
   return subscript_slot_other(kernel, grid);
@@ -377,6 +377,9 @@ static PyObject *subscript_take_slot(PyObject *self, PyObject *cls) {
   PyObject *own = PyDict_GetItemWithError(tp->tp_dict, str_getitem); /* borrowed */
   if (!own && PyErr_Occurred()) return NULL;
   if (own != self) Py_RETURN_FALSE;
+  /* A plain write, as CPython's own slot update is: on a free-threaded build the policy takes the
+   * slot only while no other thread runs (triton_jit.enable), else kernel[grid] goes through
+   * CPython's slot and __getitem__. */
   tp->tp_as_mapping->mp_subscript = subscript_slot;
   Py_RETURN_TRUE;
 }

@@ -56,7 +56,13 @@ def test_harness_every_point_and_action_as_triton(tmp_path):
     assert "{" in proc.stdout, proc.stderr[-3000:]
     r = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert r["different"] == 0 and r["same"] == 400, r["first_differences"]
-    assert r["never_fired"] == [], r
+    if hasattr(sys, "_is_gil_enabled") and not sys._is_gil_enabled():
+        # A free-threaded CPython 3.13 schedules a collection from the young objects' count seen at an
+        # eval breaker (gc_should_collect), not at the allocation: inside one launch it may not come,
+        # so the harness's "gc" point is not required to fire there; every other point is.
+        assert [c for c in r["never_fired"] if not c.startswith("gc/")] == [], r
+    else:
+        assert r["never_fired"] == [], r
 
 
 def test_threads_toggling_enable_launch_every_call_once(tmp_path):
