@@ -11,8 +11,14 @@
 #define COUNT_MASK ((UINT64_C(1) << COUNT_BITS) - 1)
 
 /* One per process, as the stream handles it counts for are (streams.c). */
+/* Each stream's word on a cache line of its own: threads launching on their own streams never write
+ * the same line (the compare-and-swap below would otherwise bounce it between cores). */
+typedef struct null_word {
+  _Alignas(64) _Atomic uint64_t w;
+} null_word;
+
 typedef struct null_state {
-  _Atomic uint64_t words[FL__STREAM_SLOTS];
+  null_word words[FL__STREAM_SLOTS];
 } null_state;
 static null_state the_state;
 
@@ -33,7 +39,7 @@ static fl_status null_submit(const fl__backend *self, const fl_plan *plan, uint6
   if (FL__UNLIKELY(!fl__stream_live(FL__STREAM_OWNER_NULL, stream))) return fl__stream_invalid(err, stream);
   if (FL__UNLIKELY(plan->layout.size > FL__MAX_ARGS_SIZE))
     return fl__fail(err, FL_UNSUPPORTED, true, "args_size_exceeds:%zu:%d", plan->layout.size, FL__MAX_ARGS_SIZE);
-  _Atomic uint64_t *w = &st->words[fl__stream_slot(stream)];
+  _Atomic uint64_t *w = &st->words[fl__stream_slot(stream)].w;
   const uint64_t tag = tag_of(stream);
   uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
   do {
@@ -53,7 +59,7 @@ static fl_status null_stream_create(const fl__backend *self, uint64_t *stream, f
   fl_status st = fl__stream_register(FL__STREAM_OWNER_NULL, (void *)ns->words, &h, err);
   if (st != FL_OK) return st;
   /* Nobody launches on the handle before it is returned: the tag is in place first. */
-  atomic_store(&ns->words[fl__stream_slot(h)], tag_of(h) << COUNT_BITS);
+  atomic_store(&ns->words[fl__stream_slot(h)].w, tag_of(h) << COUNT_BITS);
   *stream = h;
   fl__ok(err);
   return FL_OK;
@@ -72,7 +78,7 @@ static fl_status null_stream_destroy(const fl__backend *self, uint64_t stream, f
   if (!fl__stream_live(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
   /* Untag the word before the slot is freed (a new stream may take the slot at once): one of two
    * concurrent destroys wins here, later launches are refused. */
-  _Atomic uint64_t *w = &ns->words[fl__stream_slot(stream)];
+  _Atomic uint64_t *w = &ns->words[fl__stream_slot(stream)].w;
   uint64_t old = atomic_load(w);
   do {
     if (old >> COUNT_BITS != tag_of(stream)) return fl__stream_invalid(err, stream);
@@ -86,7 +92,7 @@ static fl_status null_stream_count(const fl__backend *self, uint64_t stream, uin
   null_state *ns = self->state;
   if (!count) return fl__fail(err, FL_BAD_VALUE, true, "count_out_null");
   if (!fl__stream_live(FL__STREAM_OWNER_NULL, stream)) return fl__stream_invalid(err, stream);
-  uint64_t w = atomic_load_explicit(&ns->words[fl__stream_slot(stream)], memory_order_relaxed);
+  uint64_t w = atomic_load_explicit(&ns->words[fl__stream_slot(stream)].w, memory_order_relaxed);
   if (w >> COUNT_BITS != tag_of(stream)) return fl__stream_invalid(err, stream);
   *count = w & COUNT_MASK;
   fl__ok(err);
