@@ -91,6 +91,9 @@ def test_readme_launch_forms_are_the_docs_run():
     assert "| NO |" not in doc and doc.count("| yes |") >= 60, doc[:2000]
 
 
+@pytest.mark.skipif(not __import__("fastlaunch.triton_plan", fromlist=["x"]).descriptors_encoded_as_3_7(),
+                    reason="Triton before 3.7 (torch 2.9, 2.11): descriptors are Triton's there (refused by name), and "
+                           "its own launcher crashes over the stand-in driver's maps (3.5: SIGSEGV) or lacks padding=")
 def test_tensor_descriptors_match_tritons_own_launcher(tmp_path):
     """Host-side tensor descriptors (TMA) through a kept compiled kernel and kernel[grid]: 40 kernels (rank 1 to 5,
     fp8/bf16/fp16/fp32, sm_90 and sm_100), 10,000 random calls under a driver on each side of

@@ -235,6 +235,9 @@ def test_compiled_kernels_launch_as_tritons_amd_launcher_does(tmp_path):
     assert result["identical"] + result["refused_before_boundary"] + result["triton_refuses_negative_i8"] == 100_000
 
 
+@pytest.mark.skipif(not __import__("fastlaunch.triton_plan", fromlist=["x"]).descriptors_encoded_as_3_7(),
+                    reason="Triton before 3.7 (torch 2.9, 2.11): descriptors are Triton's there (refused by name), and "
+                           "its own launcher crashes over the stand-in driver's maps (3.5: SIGSEGV) or lacks padding=")
 def test_descriptor_kernels_through_kernel_grid_as_tritons_amd_launcher(tmp_path):
     """kernel[grid] with host-side TensorDescriptors, kernels of rank 1 to 5 compiled for gfx942 (no
     TDM: each descriptor passed decomposed): 2,000 random calls through Triton's own AMD launcher and
