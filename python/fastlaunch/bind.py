@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import sysconfig
 import threading
 import weakref
 
@@ -23,6 +24,9 @@ log = logging.getLogger("fastlaunch")
 
 _sites: "weakref.WeakSet[BoundLaunch]" = weakref.WeakSet()
 _sites_lock = threading.Lock()
+# A free-threaded build runs two threads' `counter += 1` side by side and may lose one: there the
+# counters of a site are added under a lock; with the GIL they are plain adds.
+_FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 class Adapter:
@@ -96,7 +100,7 @@ _CHECK_REASONS = frozenset({"runtime_kwargs", "stream_invalid_type", "stream_out
 class SiteStats:
     """Counters of one call site. Fast launches are counted by the C entry as well."""
 
-    __slots__ = ("fast", "stock", "promotions", "refusals", "fallbacks", "errors")
+    __slots__ = ("fast", "stock", "promotions", "refusals", "fallbacks", "errors", "_lock")
 
     def __init__(self):
         self.fast = 0
@@ -105,6 +109,22 @@ class SiteStats:
         self.refusals = collections.Counter()
         self.fallbacks = collections.Counter()
         self.errors = 0
+        self._lock = threading.Lock() if _FREE_THREADED else None
+
+    def add(self, *, stock=0, fallback=None, refusal=None, promotions=0):
+        """Counts one event: a stock call (and its reason), a refusal, a promotion."""
+        if self._lock is not None:
+            with self._lock:
+                return self._add(stock, fallback, refusal, promotions)
+        self._add(stock, fallback, refusal, promotions)
+
+    def _add(self, stock, fallback, refusal, promotions):
+        self.stock += stock
+        self.promotions += promotions
+        if fallback is not None:
+            self.fallbacks[fallback] += 1
+        if refusal is not None:
+            self.refusals[refusal] += 1
 
 
 class BoundLaunch:
@@ -133,27 +153,35 @@ class BoundLaunch:
         self._retired_fast = 0  # fast launches of entries since replaced
         self._warm = False  # True once a stock run has completed
         self._uninstalled = False
+        # Threads (a free-threaded build, or a thread switch with the GIL): one promotion at a time,
+        # and a call that finds one under way takes the stock path rather than wait for it; the
+        # slot's state (the entry, the plan, the negative cache, uninstalled) changes under _slot_lock,
+        # which is held for no call and no adapter code, so disable() never waits for a plan to build.
+        self._promoting = threading.Lock()
+        self._slot_lock = threading.RLock()
         with _sites_lock:
             _sites.add(self)
 
     # ---- the slot ----
     def install(self, obj) -> None:
-        if self._uninstalled:
-            return  # disabled: whatever still holds this bound launch must not refill the slot
-        if self._call_slot is not None:
-            self._call_slot[0] = obj
-        elif self._slot_attr is not None:
-            setattr(self.autotuner, self._slot_attr, obj)
+        with self._slot_lock:
+            if self._uninstalled:
+                return  # disabled: whatever still holds this bound launch must not refill the slot
+            if self._call_slot is not None:
+                self._call_slot[0] = obj
+            elif self._slot_attr is not None:
+                setattr(self.autotuner, self._slot_attr, obj)
 
     def uninstall(self) -> None:
         """Removes whatever fastlaunch put into the slot (disable())."""
-        if self._call_slot is not None:
-            self._call_slot[0] = self._stock_run
-        elif self._slot_attr is not None and self._slot_attr in vars(self.autotuner):
-            delattr(self.autotuner, self._slot_attr)
-        self._entry = None
-        self._planned = None
-        self._uninstalled = True
+        with self._slot_lock:
+            if self._call_slot is not None:
+                self._call_slot[0] = self._stock_run
+            elif self._slot_attr is not None and self._slot_attr in vars(self.autotuner):
+                delattr(self.autotuner, self._slot_attr)
+            self._entry = None
+            self._planned = None
+            self._uninstalled = True
         with _sites_lock:
             _sites.discard(self)
 
@@ -173,17 +201,16 @@ class BoundLaunch:
         launcher = self._stable_launcher() if self._warm else None
         if launcher is not None:
             if self._negative_launcher is launcher:
-                self.stats.fallbacks["negative_cache"] += 1
-                self.stats.stock += 1
+                self.stats.add(stock=1, fallback="negative_cache")
                 return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
             if self._promote(launcher, args, before_launch=True):
                 entry = self._entry
                 if entry is not None:  # another thread may have dropped it already
                     return entry(*args, stream=stream)
-                self.stats.stock += 1
+                self.stats.add(stock=1)
                 return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
             if self._negative_launcher is launcher:
-                self.stats.stock += 1
+                self.stats.add(stock=1)
                 return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
         # Still warming up (or not promotable yet): the stock run does what it must (autotuning,
         # coordinate descent, saving binaries), then promotion is tried for the next call.
@@ -202,7 +229,7 @@ class BoundLaunch:
         submitted. Each branch counts the reason once (_stock counts its own)."""
         stream = kwargs.pop("stream", None)
         if reason in ("launch_hooks", "launcher_changed"):
-            self.stats.fallbacks[reason] += 1
+            self.stats.add(fallback=reason)
         if reason == "launch_hooks":
             # Hooks see this call through the stock launcher; the plan stays for the next one. The
             # entry checked the launcher and the keywords first; re-decide if that changed since.
@@ -218,7 +245,7 @@ class BoundLaunch:
                 self._repromoted_for = launcher
                 self._drop_plan()
                 return self(*args, stream=stream)
-            self.stats.stock += 1
+            self.stats.add(stock=1)
             return self.adapter.call_launcher(self.autotuner, launcher, args, stream)
         if reason == "launcher_changed":
             self._drop_plan()
@@ -245,8 +272,7 @@ class BoundLaunch:
         return None
 
     def _stock(self, reason, args, stream, benchmark_run, kwargs):
-        self.stats.stock += 1
-        self.stats.fallbacks[reason] += 1
+        self.stats.add(stock=1, fallback=reason)
         if benchmark_run:
             kwargs = dict(kwargs, benchmark_run=True)
         return self._stock_run(*args, stream=stream, **kwargs)
@@ -265,30 +291,42 @@ class BoundLaunch:
             return None
         return launcher if ready else None
 
-    def _promote(self, launcher, args, before_launch: bool = False) -> bool:
+    def _promote(self, launcher, args, before_launch: bool = False, again: bool = False) -> bool:
+        """Promotes for `launcher` once: False when another thread is promoting now (this call takes
+        the stock path, never waits) or when the launcher was refused (`again`: try it anyway); True
+        when it is (or already was, by another thread) the plan's launcher."""
+        if not self._promoting.acquire(blocking=False):
+            return False
         try:
+            planned = self._planned
+            if planned is not None and planned[1] is launcher:
+                return True  # another thread promoted it while this call ran the stock path
+            if (self._negative_launcher is launcher and not again) or self._uninstalled:
+                return False
             return self._promote_unguarded(launcher, args)
         except Exception as exc:  # an adapter's surprise: never fatal to the call
             reason = f"promotion_error:{type(exc).__name__}"
-            self.stats.refusals[reason] += 1
+            self.stats.add(refusal=reason)
             log.warning("fastlaunch: %s: promotion failed: %s: %s", self.site, type(exc).__name__, exc)
             self._drop_plan()
             if not before_launch:
                 self._install_negative(launcher, reason)
             return False
+        finally:
+            self._promoting.release()
 
     def _promote_unguarded(self, launcher, args) -> bool:
         try:
             plan = self.adapter.build_plan(self.autotuner, launcher, args)
         except FastLaunchPlanUnavailable as exc:
-            self.stats.refusals[exc.reason] += 1
+            self.stats.add(refusal=exc.reason)
             if exc.stable:
                 self._install_negative(launcher, exc.reason)
             else:
                 log.debug("fastlaunch: %s: plan not built this time: %s", self.site, exc.reason)
             return False
         except FastLaunchError as exc:
-            self.stats.refusals[exc.reason] += 1
+            self.stats.add(refusal=exc.reason)
             if exc.stable:
                 self._install_negative(launcher, exc.reason)
             return False
@@ -297,37 +335,43 @@ class BoundLaunch:
         if reason is None and plan.grid_mode == "caller" and "grid_args" not in options:
             reason = "grid_from_caller"  # the entry launches with the plan's own grid or the call's grid_args
         if reason is not None:
-            self.stats.refusals[reason] += 1
+            self.stats.add(refusal=reason)
             self._install_negative(launcher, reason)
             return False
-        self._planned = (plan, launcher)
-        self._negative_launcher = None
-        self._negative_reason = None
-        self.stats.promotions += 1
-        self._entry = FinalizedLaunch(
+        entry = FinalizedLaunch(
             self, plan, autotuner=self.autotuner, launcher=launcher,
             launcher_attr=self.adapter.launchers_attr,
             hook_lists=tuple(self.adapter.hook_lists(launcher)),
             flags=self._flags + tuple(self.adapter.hook_flags(launcher)), **options)
-        self.install(self._entry)
+        with self._slot_lock:
+            if self._uninstalled:
+                return False  # disable() ran while the plan was built: the slot stays the stock run's
+            self._planned = (plan, launcher)
+            self._negative_launcher = None
+            self._negative_reason = None
+            self._entry = entry
+            self.install(entry)
+        self.stats.add(promotions=1)
         log.info("fastlaunch: %s: promoted (%s, %d runtime args, grid %s)", self.site, plan.backend,
                  plan.runtime_arg_count, plan.grid_mode)
         return True
 
     def _install_negative(self, launcher, reason):
-        self._drop_plan()
-        self._negative_launcher = launcher
-        self._negative_reason = reason
+        with self._slot_lock:
+            self._drop_plan()
+            self._negative_launcher = launcher
+            self._negative_reason = reason
         log.info("fastlaunch: %s: refused: %s", self.site, reason)
 
     def _drop_plan(self):
-        entry = self._entry
-        if entry is not None or self._planned is not None:
-            if entry is not None:
-                self._retired_fast += entry.calls
-            self._entry = None
-            self._planned = None
-            self.install(self)
+        with self._slot_lock:
+            entry = self._entry
+            if entry is not None or self._planned is not None:
+                if entry is not None:
+                    self._retired_fast += entry.calls
+                self._entry = None
+                self._planned = None
+                self.install(self)
 
     # ---- public seams (tools, tests, the C entry) ----
     def promote(self, args, launcher=None) -> bool:
@@ -339,7 +383,7 @@ class BoundLaunch:
             return False
         self._warm = True
         self._drop_plan()
-        return self._promote(launcher, tuple(args))
+        return self._promote(launcher, tuple(args), again=True)
 
     @property
     def entry(self):

@@ -435,12 +435,15 @@ class NpuInductorAdapter(InductorAdapter):
 
 # ---- enable / disable ----
 def _bind_new(autotuner):
-    state = _state
-    if state and (state["everywhere"] or state["scopes"]):
-        adapter = state["npu_adapter"] if _device_type(autotuner) == "npu" else state["adapter"]
-        b = bind(autotuner, adapter)
-        if b is not None:
-            state["bound"].add(b)
+    """Binds an autotuner just made (its __init__ or __setstate__, in any compiling thread), under the
+    lock disable() takes: a bound launch made beside a disable() would be left in its slot."""
+    with _lock:
+        state = _state
+        if state and (state["everywhere"] or state["scopes"]):
+            adapter = state["npu_adapter"] if _device_type(autotuner) == "npu" else state["adapter"]
+            b = bind(autotuner, adapter)
+            if b is not None:
+                state["bound"].add(b)
 
 
 def enable(adapter: InductorAdapter | None = None, npu_adapter: "NpuInductorAdapter | None" = None) -> None:

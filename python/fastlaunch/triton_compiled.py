@@ -155,8 +155,10 @@ def _serve_run(kernel, launch=None):
     _runs.add(kernel)
 
 
+@locked
 def serve_run(kernel):
-    """Called by the JIT policy for each variant it binds (fastlaunch.triton_jit)."""
+    """Called by the JIT policy for each variant it binds (fastlaunch.triton_jit), in the calling
+    thread: under the lock, so a disable() in another thread finds it in _runs or finds it not served."""
     _serve_run(kernel)
 
 

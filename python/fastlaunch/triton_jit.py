@@ -32,6 +32,7 @@ from fastlaunch.grid_trace import answered_grid, bind_arguments as _bind_argumen
 from fastlaunch.triton_tuners import AutotunePolicy as _AutotunePolicy
 from fastlaunch.triton_tuners import HeuristicsPolicy as _HeuristicsPolicy
 from fastlaunch.triton_tuners import autotune_key  # noqa: F401  (its public home)
+from fastlaunch.triton_tuners import watchable_dict as _watchable_dict
 
 log = logging.getLogger("fastlaunch")
 
@@ -187,7 +188,7 @@ def _attach(fn) -> None:
     """Installs a dispatcher in `fn`'s call slot at its first subscript (or marks it stock)."""
     from triton.runtime.jit import JITFunction
 
-    if "run" in vars(fn):
+    if "run" in vars(fn) or not _state["enabled"]:  # disable() ran in another thread since its subscript
         return
     if fn in _excluded:
         return _refuse(fn, "excluded")
@@ -258,6 +259,8 @@ def _attach_wrapper(fn) -> None:
     call reaches the dispatcher through the TunerSlot."""
     from triton.runtime.autotuner import Autotuner, Heuristics
 
+    if not _state["enabled"]:
+        return  # disable() ran in another thread since the call that attaches it began
     if isinstance(fn, Heuristics):
         if type(fn).run is not Heuristics.run:
             return _refuse(fn, "kernel_wrapper_subclass")
@@ -366,23 +369,6 @@ def register_c_sources(get_current_device, device_capsule, get_current_stream, s
 
 
 _KEY_KNOBS = ("runtime", "compilation", "language", "nvidia", "amd")
-
-
-_DETACHED = {}  # id -> each object whose __dict__ _watchable_dict made a plain dict (kept alive)
-
-
-def _watchable_dict(obj):
-    """vars(obj), as a dict whose changes reach a dict watcher. From Python 3.13 an instance's
-    attributes may live in inline values behind the dict vars() materializes, and setting one
-    (`triton.knobs.runtime.debug = True`) does not notify the dict's watchers: the object gets a
-    plain dict of the same contents, once."""
-    if sys.version_info >= (3, 13) and id(obj) not in _DETACHED:
-        try:
-            obj.__dict__ = dict(vars(obj))
-        except (AttributeError, TypeError):
-            return vars(obj)
-        _DETACHED[id(obj)] = obj
-    return vars(obj)
 
 
 class _Empty:

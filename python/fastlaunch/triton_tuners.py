@@ -7,8 +7,29 @@ first needed).
 from __future__ import annotations
 
 import sys
+import threading
 
 from fastlaunch.heuristic_trace import guards_hold, read_heuristic
+
+_DETACHED = {}  # id -> each object whose __dict__ watchable_dict made a plain dict (kept alive)
+_DETACHING = threading.Lock()  # two kernels' first calls in two threads: one replacement per object
+
+
+def watchable_dict(obj):
+    """vars(obj), as a dict whose changes reach a dict watcher. From Python 3.13 an instance's
+    attributes may live in inline values behind the dict vars() materializes, and setting one
+    (`triton.knobs.runtime.debug = True`) does not notify the dict's watchers: the object gets a
+    plain dict of the same contents, once (under a lock: two threads replacing it would each watch
+    their own dict, and one of them not the object's)."""
+    if sys.version_info >= (3, 13) and id(obj) not in _DETACHED:
+        with _DETACHING:
+            if id(obj) not in _DETACHED:
+                try:
+                    obj.__dict__ = dict(vars(obj))
+                except (AttributeError, TypeError):
+                    return vars(obj)
+                _DETACHED[id(obj)] = obj
+    return vars(obj)
 
 
 class HeuristicsPolicy:

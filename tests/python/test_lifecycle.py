@@ -477,8 +477,8 @@ def test_uninstalled_bound_never_refills_the_slot(kernels, buf, stream):
     site.call()
     bound = site.bound
     bound.uninstall()
-    assert bound.promote((site.counts.arg, 0, 10), site.at.launchers[0]) is True
-    assert "run" not in vars(site.at)
+    assert bound.promote((site.counts.arg, 0, 10), site.at.launchers[0]) is False  # nothing promoted
+    assert "run" not in vars(site.at) and bound.entry is None and bound.plan is None
 
 
 def test_category_check_skips_ignored_positions():
