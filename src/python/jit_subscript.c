@@ -200,28 +200,51 @@ static inline PyObject *subscript_call(SubscriptObject *sub, PyObject *kernel, P
 /* Free-threaded builds: the class's JitSubscript is one object for every kernel and thread, so what it
  * remembers with the GIL (the last kernel, and its dispatcher's spare JitCall) is remembered per
  * thread instead: no lock, and the same calls, releases and reuse in each thread as with the GIL. The
- * thread's state dict holds a capsule over its cache, which releases what it holds when the thread
- * ends (the capsule names the struct: whichever thread clears it releases that thread's). */
+ * cache is allocated at a thread's first kernel[grid] and owned by a capsule in the thread's state
+ * dict, which frees it when the thread state is cleared: by the thread itself when it ends (its
+ * pointer reset, so a later thread state of the same OS thread makes a new one), or at interpreter
+ * shutdown by the finalizing thread for a daemon thread (whose pointer is left: that thread runs no
+ * Python code again, and may already have exited, its thread-local storage gone with it). */
 typedef struct {
   PyObject *sub, *kernel, *dict, *run, *spare; /* held */
   PyObject **dictptr;
   uint64_t stamp;
-  int registered;
+  unsigned long owner; /* the OS thread's ident */
 } thread_cache;
-static _Thread_local thread_cache tcache;
+static _Thread_local thread_cache *tcache; /* NULL until this thread's first kernel[grid] remembered */
+#define TCACHE_NAME "fastlaunch.subscript_cache"
 
 static void tcache_release(PyObject *capsule) {
-  thread_cache *c = PyCapsule_GetPointer(capsule, "fastlaunch.subscript_cache");
+  thread_cache *c = PyCapsule_GetPointer(capsule, TCACHE_NAME);
   if (!c) return PyErr_Clear();
+  if (c->owner == PyThread_get_thread_ident() && tcache == c) tcache = NULL;
   PyObject *old[5] = {c->sub, c->kernel, c->dict, c->run, c->spare};
-  memset(c, 0, sizeof *c);
-  for (int i = 0; i < 5; i++) Py_XDECREF(old[i]);
+  PyMem_RawFree(c);
+  for (int i = 0; i < 5; i++) Py_XDECREF(old[i]); /* last: a release may run code that subscripts again */
+}
+
+/* This thread's cache, made and registered now if it has none; NULL when it cannot be (no thread-state
+ * dict, no memory): nothing is remembered then, and no exception is left. */
+static thread_cache *tcache_get(void) {
+  if (tcache) return tcache;
+  PyObject *d = PyThreadState_GetDict();
+  thread_cache *c = d ? PyMem_RawCalloc(1, sizeof *c) : NULL;
+  PyObject *cap = c ? PyCapsule_New(c, TCACHE_NAME, tcache_release) : NULL;
+  if (!cap) {
+    PyMem_RawFree(c);
+    PyErr_Clear();
+    return NULL;
+  }
+  c->owner = PyThread_get_thread_ident();
+  tcache = c;
+  if (PyDict_SetItemString(d, TCACHE_NAME, cap) < 0) PyErr_Clear(); /* then the capsule's release frees it */
+  Py_DECREF(cap);
+  return tcache;
 }
 
 /* The dispatcher in kernel.__dict__["run"] (a new reference), remembered in this thread's cache when
  * it is one; NULL when there is none (or with an exception). */
 static PyObject *run_of(SubscriptObject *sub, PyObject *kernel) {
-  thread_cache *c = &tcache;
   PyObject **dictptr = _PyObject_GetDictPtr(kernel);
   PyObject *dict = dictptr ? PyObject_GenericGetDict(kernel, NULL) : NULL, *run = NULL;
   if (!dict) return NULL;
@@ -229,41 +252,40 @@ static PyObject *run_of(SubscriptObject *sub, PyObject *kernel) {
   int watched = found > 0 && spare_of(sub->state, run) ? fl_ext_watch_dict(sub->state, dict) : -1;
   if (watched < 0 && found > 0) PyErr_Clear(); /* not remembered: looked up again next time */
   if (watched == 0) {
-    if (!c->registered) {
-      PyObject *d = PyThreadState_GetDict(), *cap = d ? PyCapsule_New(c, "fastlaunch.subscript_cache", tcache_release) : NULL;
-      c->registered = cap && PyDict_SetItemString(d, "fastlaunch.subscript_cache", cap) == 0;
-      Py_XDECREF(cap);
-    }
-    if (c->registered) { /* the new ones first, the old ones released last (their release may run code) */
+    thread_cache *c = tcache_get();
+    if (c) { /* the new ones first, the old ones released last (their release may run code) */
       PyObject *old[4] = {c->sub, c->kernel, c->dict, c->run};
       c->sub = Py_NewRef(sub), c->kernel = Py_NewRef(kernel), c->dict = Py_NewRef(dict), c->run = Py_NewRef(run);
       c->dictptr = dictptr, c->stamp = fl_ext_dict_stamp(dict);
       for (int i = 0; i < 4; i++) Py_XDECREF(old[i]);
     }
-    PyErr_Clear(); /* a thread-state dict refused: nothing remembered */
   }
   Py_DECREF(dict);
   return run;
 }
 
 /* This thread's spare JitCall for `run` with this grid, when nobody else holds it; else a new one,
- * kept as the spare. */
-static PyObject *thread_call(thread_cache *c, fl_ext_state *st, PyObject *run, PyObject *grid) {
-  PyObject *spare = c->spare;
+ * kept as the spare (when the thread has a cache: the allocation may have run code that released it). */
+static PyObject *thread_call(fl_ext_state *st, PyObject *run, PyObject *grid) {
+  thread_cache *c = tcache;
+  PyObject *spare = c ? c->spare : NULL;
   if (spare && ((JitCallObject *)spare)->target == run && Py_REFCNT(spare) == 1) return reuse(spare, grid);
+  Py_INCREF(run); /* borrowed (from the cache, on the fast path): the allocation may release it */
   PyObject *call = new_call(st, run, grid);
-  if (call && c->registered) {
+  if (call && (c = tcache) != NULL) {
+    spare = c->spare;
     c->spare = Py_NewRef(call);
     Py_XDECREF(spare); /* released last: its grid's __del__ may subscript again */
   }
+  Py_DECREF(run);
   return call;
 }
 
 static PyObject *subscript_call_locked(SubscriptObject *sub, PyObject *kernel, PyObject *grid) {
-  thread_cache *c = &tcache;
-  if (kernel == c->kernel && sub == (SubscriptObject *)c->sub && FL_EXT_LOAD(*c->dictptr) == c->dict &&
+  thread_cache *c = tcache;
+  if (c && kernel == c->kernel && sub == (SubscriptObject *)c->sub && FL_EXT_LOAD(*c->dictptr) == c->dict &&
       fl_ext_dict_stamp(c->dict) == c->stamp)
-    return thread_call(c, sub->state, c->run, grid);
+    return thread_call(sub->state, c->run, grid);
   Py_INCREF(sub); /* _attach, or a release, may call disable(), which drops the class's */
   PyObject *res = NULL, *run = run_of(sub, kernel);
   if (!run && !PyErr_Occurred()) {
@@ -272,7 +294,7 @@ static PyObject *subscript_call_locked(SubscriptObject *sub, PyObject *kernel, P
     if (r) run = run_of(sub, kernel);
   }
   if (run && spare_of(sub->state, run)) {
-    res = thread_call(c, sub->state, run, grid);
+    res = thread_call(sub->state, run, grid);
   } else if (run || !PyErr_Occurred()) {
     PyObject *args[2] = {kernel, grid};
     res = PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);

@@ -36,3 +36,12 @@ def test_two_threads_with_their_own_entries(tmp_path, monkeypatch):
     assert "{" in proc.stdout, proc.stderr[-3000:]
     result = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert proc.returncode == 0 and result["one_thread_per_s"] > 0 and result["two_threads_per_s"] > 0, result
+
+
+def test_daemon_threads_launching_while_the_interpreter_exits(tmp_path):
+    """Their per-thread kernel[grid] caches are released at shutdown by the finalizing thread."""
+    proc = _run(tmp_path, "fldev.ft_stress", "0.5", "--daemons", timeout=600)
+    assert "{" in proc.stdout, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):].splitlines()[0])
+    assert proc.returncode == 0 and not result["errors"], (proc.returncode, result, proc.stderr[-2000:])
+    assert result["calls"] == result["launches"] > 0, result

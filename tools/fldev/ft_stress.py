@@ -9,10 +9,13 @@ Checked: no call raises, and the stand-in driver saw exactly one launch per call
 an atomic add). Meant for a free-threaded interpreter with PYTHON_GIL=0 (it says which GIL it ran
 under); it runs with the GIL too. Prints one JSON line; exit 1 on a failure.
 
-    PYTHONPATH=tools python -m fldev.ft_stress [SECONDS] [--no-torch]
+    PYTHONPATH=tools python -m fldev.ft_stress [SECONDS] [--no-torch] [--daemons]
 
 --no-torch: only what needs no torch (plans over integer addresses, `kernel[grid]` over objects with
 data_ptr()), for an interpreter torch does not import under (ThreadSanitizer's).
+--daemons: then 4 daemon threads go on calling kernel[grid] while the interpreter exits (fastlaunch still
+enabled): their per-thread kernel[grid] caches are released by the finalizing thread, after those
+threads may have exited (a free-threaded build; the exit status says the shutdown was clean).
 """
 
 from __future__ import annotations
@@ -139,7 +142,23 @@ def _inductor_calls(stub):
     return {f"inductor_{c.name}": (lambda c: lambda i: c.dyn.run(*c.args, stream=s))(c) for c in cases}
 
 
-def main(seconds=10.0, use_torch=True):
+def _leave_daemons(calls):
+    """Daemon threads calling kernel[grid] on, never joined: the interpreter exits under them."""
+    started = threading.Barrier(5)
+
+    def daemon(i):
+        started.wait()
+        names = ["jit_plain", "jit_autotune", "jit_heuristics", "jit_other"]
+        while True:
+            calls[names[i % 4]](i)
+
+    for i in range(4):
+        threading.Thread(target=daemon, args=(i,), daemon=True).start()
+    started.wait()
+    time.sleep(0.2)
+
+
+def main(seconds=10.0, use_torch=True, daemons=False):
     from fldev import cuda_stub
 
     stub = cuda_stub.load()
@@ -231,12 +250,16 @@ def main(seconds=10.0, use_torch=True):
               "threads": 8, "calls": total, "launches": launched, "by_kind": kinds, "hook_calls": hook_calls[0],
               "raised_in_tritons_autotuner": sum(triton_own),
               "errors": errors[:5], "torch": use_torch}
-    print(json.dumps(result))
-    flt.disable()
+    print(json.dumps(result), flush=True)
+    if daemons:
+        _leave_daemons(calls)
+    else:
+        flt.disable()
     ok = not errors and launched == total and total > 0 and all(v > 0 for v in kinds.values())
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
     argv = [a for a in sys.argv[1:] if not a.startswith("--")]
-    sys.exit(main(float(argv[0]) if argv else 10.0, use_torch="--no-torch" not in sys.argv))
+    sys.exit(main(float(argv[0]) if argv else 10.0, use_torch="--no-torch" not in sys.argv,
+                  daemons="--daemons" in sys.argv))
