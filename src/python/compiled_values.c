@@ -35,6 +35,15 @@ int fl_compiled_scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t str
     rc = -1;
     goto done;
   }
+  /* The allocator ran Python code, which may have changed the arguments: read again, as Triton's
+   * launcher reads them after allocating (anything now refused is Triton's, which allocates again). */
+  rc = fl_compiled_collect_checked(L, full, nfull, values, tmaps, &err);
+  if (rc != 0) {
+    if (rc == -2) PyErr_Clear();
+    rc = 2;
+    Py_DECREF(buf);
+    goto done;
+  }
   values[plan->args.nruntime - L->nhidden] = fl_ptr((const void *)(uintptr_t)addr);
   if (fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err) == FL_OK) {
     L->fast++;

@@ -227,6 +227,14 @@ static Py_NO_INLINE PyObject *entry_scratch(EntryObject *self, PyObject *const *
   if (fl_ext_scratch_alloc(self->state, self->scratch_var, self->scratch_size, self->scratch_align, self->scratch_ctas, g,
                            stream, stream_obj, &self->scratch_ints, &buf, &addr) < 0)
     return NULL;
+  /* The allocator ran Python code, which may have changed the arguments: read again, as the stock
+   * launcher reads them after allocating (the grid stays the one the allocation was sized for). */
+  rc = fl_ext_collect_checked(self->state, plan, full, nfull, values, tmaps, &err);
+  if (rc != 0) {
+    Py_DECREF(buf);
+    if (rc == -2) return NULL;
+    return fallback(self, "args_changed_by_allocator", false, args, nargs, kwnames);
+  }
   values[plan->args.nruntime - (size_t)self->nhidden] = fl_ptr((const void *)(uintptr_t)addr);
   fl_status s = fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err);
   Py_DECREF(buf);

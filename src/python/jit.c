@@ -155,78 +155,14 @@ static inline int current_stream(JitObject *self, int32_t device, uint64_t *stre
 
 /* ---- the call ---- */
 
-/* A launch of an entry with global scratch: the values checked, then the allocator called as
- * Triton's launcher calls it (Python code runs), the buffer's address in the first trailing pointer,
- * the launch, the buffer dropped. In `words` when not NULL (the memo's match: its key's words fix
- * each value's range, so none is checked again), else `values`. As launch_entry; -1 also for the allocator's
- * exception. */
-static int launch_scratch(JitObject *self, jit_entry *e, fl_value *values, uint64_t *words, uint64_t stream,
-                          const int64_t grid[3], fl_error *err) {
-  fl_abi abi = fl_plan_abi(e->plan->plan);
-  for (size_t i = 0; !words && i + e->nhidden < e->nabi; i++) { /* refused now: Triton's, the allocator not called */
-    uint64_t slot[4];
-    if (e->plan->args.kinds[i] != FL_KIND_PTR && e->plan->args.kinds[i] != FL_KIND_TMAP &&
-        fl_pack_value(abi, e->plan->args.kinds[i], &values[i], slot, i, err) != FL_OK)
-      return 1;
-  }
-  PyObject *buf;
-  uint64_t addr;
-  if (fl_ext_scratch_alloc(self->state, e->scratch_var, e->scratch_size, e->scratch_align, e->scratch_ctas, grid, stream, NULL,
-                           &e->scratch_ints, &buf, &addr) < 0)
-    return -1;
-  size_t first = e->nabi - e->nhidden;
-  for (size_t i = first; i < e->nabi; i++) {
-    if (words) words[i] = i == first ? addr : 0;
-    else values[i] = i == first ? fl_ptr((const void *)(uintptr_t)addr) : fl_none();
-  }
-  int r = (words ? fl_launch_words(e->plan->plan, stream, words, e->nabi, grid, err)
-                 : fl_launch(e->plan->plan, stream, values, e->nabi, grid, err)) == FL_OK ? 0 : err->backend_submitted ? -1 : 1;
-  if (r < 0) fl_ext_raise(self->state, err);
-  Py_DECREF(buf);
-  return r;
-}
-
-/* Launches through the entry's plan with the values the key pass read: 0 launched; 1 refused
- * before the boundary (err); -1 with an exception (after the boundary). No Python code runs here,
- * but an entry's allocator for its global scratch (launch_scratch). */
-static int launch_entry(JitObject *self, jit_entry *e, const jit_values *vals, uint64_t stream,
-                        const int64_t grid[3], fl_error *err) {
-  fl_value values[JIT_MAX_PARAMS];
-  const fl_ext_args *spec = &e->plan->args;
-  for (size_t i = 0; i < e->nabi; i++) {
-    if (FL_EXT_UNLIKELY(e->abi_param[i] < 0)) { /* a trailing scratch pointer: none, or the buffer */
-      values[i] = fl_none();
-      continue;
-    }
-    int32_t at = vals->start[e->abi_param[i]] + (e->abi_member[i] > 0 ? e->abi_member[i] : 0);
-    if (FL_EXT_UNLIKELY(vals->start[e->abi_param[i]] < 0 || (size_t)at >= vals->n)) {
-      snprintf(err->reason, sizeof err->reason, "arg_layout_changed:%zu", i);
-      return 1;
-    }
-    int where = vals->where[at];
-    if (FL_EXT_UNLIKELY(where && !fl_ext_memory_takes(spec, where, vals->index[at]))) {
-      snprintf(err->reason, sizeof err->reason, "ptr_device_mismatch:%zu", i);
-      return 1;
-    }
-    values[i] = vals->v[at];
-  }
-  if (FL_EXT_UNLIKELY(e->scratch_var != NULL)) return launch_scratch(self, e, values, NULL, stream, grid, err);
-  if (fl_launch(e->plan->plan, stream, values, e->nabi, grid, err) == FL_OK) return 0;
-  if (err->backend_submitted) {
-    fl_ext_raise(self->state, err);
-    return -1;
-  }
-  return 1;
-}
-
 #define STOCK(reason, miss) fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, reason, NULL, miss)
 
 /* Launches a call the memo matched: 0 with *res (the result, or NULL with an exception); 1 when
  * the grid is a callable to call, which the full path does (nothing was run). The only Python code
  * that can run here is a global's __eq__ in the grid's lookup (grid_source_value). */
 static FL_EXT_ALWAYS_INLINE int memo_launch(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
-                       uint64_t stream, PyObject *const *pv, fl_value *values, uint64_t *words,
-                       PyObject **res) {
+                       uint64_t stream, PyObject **pv, fl_value *values, uint64_t *words,
+                       fl_tensor_map_value *tmaps, PyObject **res) {
   PyObject *grid = kw->grid;
   jit_entry *e = self->memo.entry;
   uint64_t gen = self->gen;
@@ -240,7 +176,8 @@ static FL_EXT_ALWAYS_INLINE int memo_launch(JitObject *self, jit_kw *kw, PyObjec
   if (r < 0) return *res = STOCK("grid_unreadable", NULL), 0;
   PyObject *kernel = Py_NewRef(e->kernel);
   if (FL_EXT_UNLIKELY(e->scratch_var != NULL)) { /* the allocator runs Python code: the entry stays readable (depth) */
-    if ((r = launch_scratch(self, e, values, words, stream, g, &err)) < 0) return Py_DECREF(kernel), *res = NULL, 0;
+    jit_reread rr = {.args = args, .nargs = nargs, .kwnames = kw->kwnames, .pv = pv, .tmaps = tmaps};
+    if ((r = fl_jit_launch_scratch(self, e, values, words, stream, g, &rr, &err)) < 0) return Py_DECREF(kernel), *res = NULL, 0;
   } else {
     r = (words ? fl_launch_words(e->plan->plan, stream, words, e->nabi, g, &err)
                : fl_launch(e->plan->plan, stream, values, e->nabi, g, &err)) == FL_OK ? 0 : err.backend_submitted ? -1 : 1;
@@ -318,7 +255,7 @@ static FL_EXT_COLD PyObject *hooked_launch(JitObject *self, jit_entry *e, jit_bo
   if (entered < 0) goto fail;
   fl_error err;
   int r = fl_jit_launch_values(self, b, vals, again);
-  if (r == 0) r = launch_entry(self, e, again, stream, g, &err);
+  if (r == 0) r = fl_jit_launch_entry(self, e, b, again, stream, g, &err);
   else if (r > 0) snprintf(err.reason, sizeof err.reason, "arg_layout_changed");
   if (r == 0) {
     self->fast++;
@@ -408,7 +345,7 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
                       * entry is in the graveyard, and the memo is not set to it) */
   }
   PyObject *kernel = Py_NewRef(e->kernel);
-  r = launch_entry(self, e, launch, stream, g, &err);
+  r = fl_jit_launch_entry(self, e, &b, launch, stream, g, &err);
   if (r == 0) {
     self->fast++;
     if (kw->kwvals == args + nargs && gen == self->gen) fl_jit_memo_set(self, e, &b, nargs, kw->kwnames);
@@ -463,7 +400,7 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
     PyObject *res;
     if (jit_memo_match(self, args, nargs, kw->kwnames, device, pv, values, words) == 0 &&
         (FL_EXT_LIKELY(!self->memo.nd) || fl_jit_memo_descs(self, args, values, tmaps) == 0) &&
-        memo_launch(self, kw, args, nargs, kwnames, stream, pv, values, words, &res) == 0)
+        memo_launch(self, kw, args, nargs, kwnames, stream, pv, values, words, tmaps, &res) == 0)
       return res;
   }
   return full_dispatch(self, kw, args, nargs, kwnames, device, stream, hooked);

@@ -5,6 +5,7 @@
  *   jit_key.c       the key of a call and the memo of the last fast call's form
  *   jit_table.c     a variant's entry, the table, revalidation, torch's C shim
  *   jit_stock.c     Triton's own run for a call handed back; the grid callable called, replayed
+ *   jit_launch.c    an entry's launch: its values in order, global scratch (values read again after)
  *   jit.c           a call: bind, key, table, device, stream, grid, launch, or Triton's run
  *   jit_types.c     the JitDispatcher type: construction, binding variants, counts
  *   autotune_key.c  the Autotuner's key and table (autotune_base.h; they include ext.h only)
@@ -422,6 +423,22 @@ static inline int fl_jit_hooked(const JitObject *self) {
   return 0;
 }
 
+/* jit_launch.c */
+/* How a launch with global scratch reads its values again once the allocator ran (Python code, which
+ * may have changed the arguments; Triton's launcher reads them after allocating): through the binding
+ * the full path made (b, and the key pass's values), or else by matching the memo again (b NULL). */
+typedef struct {
+  jit_bound *b;
+  const jit_values *first;
+  PyObject *const *args;
+  size_t nargs;
+  PyObject *kwnames, **pv;
+  fl_tensor_map_value *tmaps;
+} jit_reread;
+int fl_jit_launch_entry(JitObject *self, jit_entry *e, jit_bound *b, const jit_values *vals, uint64_t stream,
+                        const int64_t grid[3], fl_error *err);
+int fl_jit_launch_scratch(JitObject *self, jit_entry *e, fl_value *values, uint64_t *words, uint64_t stream,
+                          const int64_t grid[3], const jit_reread *rr, fl_error *err);
 /* jit.c: run(*args, grid=, warmup=, **kwargs), and a JitCall (kernel[grid]) of a JitDispatcher */
 int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why, int *hooked);
 /* jit.c's, then jit_types.c's: the same in a critical section on the dispatcher (free-threaded builds). */

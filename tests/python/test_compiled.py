@@ -135,7 +135,8 @@ def test_global_scratch_matches_tritons_launcher_and_allocator(tmp_path):
     kernel[grid]:
     2,000 random calls (grids, values, 6 kernels) with triton.set_allocator's allocator, without one,
     with one that raises, one whose buffer has no address, one that disables and enables fastlaunch
-    (its tables dropped mid-call) and one that launches the kernel again from inside the call: the same launches (the buffer's
+    (its tables dropped mid-call), one that launches the kernel again from inside the call and one that points an
+    argument at other memory (read again after the allocator, as Triton's launcher reads it): the same launches (the buffer's
     address in the trailing pointer) and the same allocator calls (size = programs x num_ctas x the
     metadata's size, alignment, stream, count), the same errors with nothing launched, and the calls
     that launch served: tools/fldev/scratch_fidelity.py."""

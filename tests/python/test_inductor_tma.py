@@ -1,7 +1,7 @@
 """Inductor's TMA templates (torch 2.15's persistent TMA matmul, device-side descriptors and host-side
 TMA, and Blackwell's warp-specialized form) compiled by torch's own compile step for sm_90 and sm_100
-and launched through the Inductor adapter,
-against torch's static launcher on the stand-in driver: tools/fldev/inductor_tma.py."""
+and launched through the Inductor adapter, against torch's static launcher on the stand-in driver, with
+hostile allocators among the calls: tools/fldev/inductor_tma.py."""
 
 import json
 
@@ -36,6 +36,12 @@ def test_tma_templates_launch_as_torchs_static_launcher_does(tmp_path):
     # error, nothing launched (counted on both sides, compared).
     for kind in ("device", "device_sm100"):
         assert result[kind]["no_allocator_checked"] >= 1 and result[kind]["global_scratch_size"] > 0, result[kind]
+    # Hostile allocators, compared like every call: one pointing the first tensor at other memory (the
+    # entry reads the arguments again after it, as torch's launcher reads them after allocating), one
+    # launching the same kernel from inside the call (two launches, each once).
+    hostile = {how: sum(result[k]["launched_by_case"].get(how, 0) for k in ("device", "device_sm100"))
+               for how in ("mutates", "launches")}
+    assert hostile["mutates"] >= 3 and hostile["launches"] >= 6, hostile
     # Blackwell's form (the tile loop warp-specialized) compiled for sm_100, the others for sm_90.
     assert result["device_sm100"]["compiled_for"] == "sm_100" and result["device"]["compiled_for"] == "sm_90"
     # Host-side TMA: the maps encoded by the core's memo, no more often than torch's per-address cache;

@@ -17,7 +17,9 @@ launcher over the stand-in libcuda), once for a stock autotuner and once for one
 function, grid, block, stream, each kernel parameter at its size (the 128-byte maps included), the
 allocator's calls (size, alignment, stream) and the launches counted. Also: no allocator set (the
 same error, nothing launched), and a tensor whose address is not 16-byte aligned (torch's launcher
-copies it: the call goes to the stock path, launched once). Prints a JSON summary.
+copies it: the call goes to the stock path, launched once), and hostile allocators: one that points an
+argument at other memory (torch's launcher reads the arguments after allocating) and one that launches
+the same kernel again from inside the call. Prints a JSON summary.
 
     PYTHONPATH=tools python -m fldev.inductor_tma [CALLS] [SEED]   (exit 1 on a mismatch)
 """
@@ -280,7 +282,24 @@ def main(ncalls=200, seed=20261207):
         allocs.append((size, align, stream))
         return pool.setdefault(size, torch.empty(size, dtype=torch.int8))
 
+    current = {}  # the call being made: its autotuner, args and "mutates"' other memory
+
+    def mutates(size, align, stream):  # points the call's first tensor at other memory: read after it
+        allocs.append(("mutates", size))
+        current["args"][0].set_(current["alt"])
+        return allocator(size, align, stream)
+
+    def launches(size, align, stream):  # the same kernel launched again from inside the call
+        allocs.append(("launches", size))
+        inner = _allocation._allocator.set(allocator)
+        try:
+            current["at"].run(*current["args"], stream=cuda_stub.STREAM)
+        finally:
+            _allocation._allocator.reset(inner)
+        return allocator(size, align, stream)
+
     null = getattr(_allocation, "_NULL_ALLOCATOR", None) or _allocation.NullAllocator()
+    hostile = {"no_allocator": null, "mutates": mutates, "launches": launches}
     summary = {"torch": torch.__version__, "triton": triton.__version__, "calls": 0, "identical": 0, "mismatches": 0,
                "first_mismatches": []}
     tensors = {}
@@ -304,12 +323,12 @@ def main(ncalls=200, seed=20261207):
             else:
                 m, n, k = HOST_M, HOST_N, HOST_K
                 shapes = ((m, k), (k, n), (m, n))
-            how = rng.choices(["plain", "fresh", "unaligned", "no_allocator", "float_grid", "none_arg"],
-                              [0.7, 0.16, 0.04, 0.04, 0.03, 0.03])[0]
+            how = rng.choices(["plain", "fresh", "unaligned", "no_allocator", "float_grid", "none_arg", "mutates",
+                               "launches"], [0.64, 0.16, 0.04, 0.04, 0.03, 0.03, 0.03, 0.03])[0]
             if how == "unaligned" and kind.startswith("device"):
                 how = "fresh"  # device-side descriptors take any base: nothing to copy
-            if how == "no_allocator" and kind == "host":
-                how = "plain"  # no scratch
+            if how in hostile and kind == "host":
+                how = "plain"  # no scratch: no allocator called
             a = tensor(shapes[0], how == "fresh", 1 if how == "unaligned" else 0)
             b = tensor(shapes[1], how == "fresh")
             c = tensor(shapes[2], False)
@@ -319,9 +338,12 @@ def main(ncalls=200, seed=20261207):
             if how == "none_arg":  # no tensor where the launcher reads one (the host form's descriptor)
                 args = (None,) + args[1:]
             got = []
+            current.update(args=args, alt=torch.zeros_like(a))
+            home = a.view_as(a)  # a's own memory, put back after each side ("mutates")
             for at in (stock, fast):
                 del allocs[:]
-                token = _allocation._allocator.set(null if how == "no_allocator" else allocator)
+                current["at"] = at
+                token = _allocation._allocator.set(hostile.get(how, allocator))
                 stub.record(0, sizes)
                 before, exc, tmaps0 = stub.state.calls, None, stub.state.tmap_calls
                 try:
@@ -329,6 +351,7 @@ def main(ncalls=200, seed=20261207):
                 except Exception as e:  # noqa: BLE001  (compared by type and message)
                     exc = f"{type(e).__name__}: {e}"
                 _allocation._allocator.reset(token)
+                a.set_(home)
                 launched = stub.state.calls - before
                 st = stub.state
                 encodes[at is fast] += st.tmap_calls - tmaps0

@@ -3,7 +3,9 @@ through a kept compiled kernel, fastlaunch against Triton alone on the stand-in 
 launch (function, grid, parameter bytes, the scratch buffer's address among them) and the calls
 of the allocator Triton would call (triton.set_allocator's: size, alignment, stream, count) must be
 the same; without an allocator, with one that raises, and with one whose buffer has no address,
-the same error and nothing launched. Prints one JSON line.
+the same error and nothing launched; with one that disables and enables fastlaunch, one that launches
+the kernel again, and one that points an argument at other memory (`set_`: Triton's launcher reads the
+arguments after the allocator), the same launches. Prints one JSON line.
 
     PYTHONPATH=tools python -m fldev.scratch_fidelity [CALLS] [SEED]
 """
@@ -82,6 +84,12 @@ def main(argv):
             _allocation._allocator.reset(inner)
         return pool[1]
 
+    def mutates(size, align, stream):  # points the call's first tensor at other memory: read after it
+        allocs.append(("mutates", size))
+        t = nested[0][1][0]
+        t.set_(alt[t.dtype])
+        return pool[2]
+
     def addressless(size, align, stream):
         allocs.append(("no address", size))
         return object()
@@ -90,6 +98,8 @@ def main(argv):
     null = getattr(_allocation, "_NULL_ALLOCATOR", None) or _allocation.NullAllocator()  # what "no allocator" is
     x = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}
     y = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}
+    alt = {dt: torch.zeros(256, 64, dtype=dt) for dt in (torch.float16, torch.float32)}  # "mutates"' memory
+    home = {dt: t.view_as(t) for dt, t in x.items()}  # x's own memory, put back after each call
     nested = [None]  # the kernel the "launches" allocator launches (a kept one, set below)
     kernels, jit_calls = [], {}  # each compiled kernel, and its kernel[grid] form
     for dt in (torch.float16, torch.float32):
@@ -103,8 +113,8 @@ def main(argv):
     for i in range(calls):
         ck, rank, dt = rng.choice(kernels)
         grid = (rng.choice([0, 1, 3, 8, 100]), rng.choice([1, 2]), 1)
-        how = rng.choices(["plain", "none", "raises", "addressless", "toggles", "launches"],
-                          [0.90, 0.02, 0.02, 0.02, 0.02, 0.02])[0]
+        how = rng.choices(["plain", "none", "raises", "addressless", "toggles", "launches", "mutates"],
+                          [0.88, 0.02, 0.02, 0.02, 0.02, 0.02, 0.02])[0]
         scalars = [rng.choice([16, 255, 256, 17])] * rank  # not 1: the JIT drops an int 1
         plan.append((ck, rank, dt, grid, scalars, how))
 
@@ -112,7 +122,8 @@ def main(argv):
         ck, rank, dt, grid, scalars, how = item
         del allocs[:]
         token = _allocation._allocator.set({"plain": allocator, "raises": raising, "addressless": addressless,
-                                            "toggles": toggles, "launches": launches, "none": null}[how])
+                                            "toggles": toggles, "launches": launches, "mutates": mutates,
+                                            "none": null}[how])
         nested[0] = (ck, (x[dt], y[dt], *scalars, *jit_calls[id(ck)][1].values()))
         stub.record(0, sizes[rank])
         before = stub.state.calls
@@ -126,6 +137,7 @@ def main(argv):
         except Exception as e:  # noqa: BLE001  (compared by type and message)
             exc = f"{type(e).__name__}: {e}"
         _allocation._allocator.reset(token)
+        x[dt].set_(home[dt])
         launched = stub.state.calls - before
         return launched, exc, stub.param_bytes() if launched else b"", list(allocs)
 
