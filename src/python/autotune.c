@@ -404,7 +404,7 @@ static PyObject *at_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->nkeys = PyTuple_GET_SIZE(keys);
   self->key_params = PyMem_Calloc((size_t)(self->nkeys ? self->nkeys : 1), sizeof(Py_ssize_t));
   self->entries = PyMem_Calloc(AT_MAX_ENTRIES, sizeof(at_entry));
-  self->watch.force = 1;
+  FL_EXT_STORE(self->watch.force, 1);
   self->nargs_dirty = 1;
   if (!self->stock_counts || !self->stock_reason || !self->key_params || !self->entries) {
     Py_DECREF(self);
@@ -479,7 +479,7 @@ static PyObject *at_clear_method_unlocked(PyObject *op, PyObject *unused) {
 static PyObject *at_invalidate_unlocked(PyObject *op, PyObject *unused) {
   AutotuneObject *self = (AutotuneObject *)op;
   (void)unused;
-  self->watch.force = 1;
+  FL_EXT_STORE(self->watch.force, 1);
   Py_RETURN_NONE;
 }
 
@@ -513,7 +513,7 @@ static int at_traverse(PyObject *op, visitproc visit, void *arg) {
 static int at_clear(PyObject *op) {
   AutotuneObject *self = (AutotuneObject *)op;
   Py_CLEAR(self->watch.dicts); /* the version arrays go with the object */
-  self->watch.force = 1;
+  FL_EXT_STORE(self->watch.force, 1);
   Py_CLEAR(self->autotuner);
   Py_CLEAR(self->stock_run);
   Py_CLEAR(self->policy);

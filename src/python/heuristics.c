@@ -454,7 +454,7 @@ static PyObject *h_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->inner = Py_NewRef(Py_None);
   self->stock_counts = PyDict_New();
   self->stock_reason = PyUnicode_FromString("not_validated");
-  self->watch.force = 1;
+  FL_EXT_STORE(self->watch.force, 1);
   if (!self->stock_counts || !self->stock_reason) {
     Py_DECREF(self);
     return PyErr_NoMemory();
@@ -464,7 +464,7 @@ static PyObject *h_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
 static PyObject *h_invalidate_unlocked(PyObject *op, PyObject *unused) {
   (void)unused;
-  ((HeurObject *)op)->watch.force = 1;
+  FL_EXT_STORE(((HeurObject *)op)->watch.force, 1);
   Py_RETURN_NONE;
 }
 
@@ -496,7 +496,7 @@ static int h_traverse(PyObject *op, visitproc visit, void *arg) {
 static int h_clear(PyObject *op) {
   HeurObject *self = (HeurObject *)op;
   Py_CLEAR(self->watch.dicts);
-  self->watch.force = 1;
+  FL_EXT_STORE(self->watch.force, 1);
   Py_CLEAR(self->heuristics);
   Py_CLEAR(self->stock_run);
   Py_CLEAR(self->policy);

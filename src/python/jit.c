@@ -418,7 +418,7 @@ static int compiled_gates_closed(JitObject *self, const char **why, int *hooked)
   return 0;
 }
 
-int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why, int *hooked) {
+static int compiled_gate_unlocked(JitObject *self, uint64_t *stream, int have_stream, const char **why, int *hooked) {
   *why = NULL;
   int rc = compiled_gates_closed(self, why, hooked);
   if (rc || have_stream) return rc;
@@ -426,6 +426,17 @@ int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, con
   if (current_device(self, &device) < 0 || current_stream(self, device, stream) < 0) return -1;
   if (FL_EXT_UNLIKELY(self->device_fn || self->stream_fn)) return compiled_gates_closed(self, why, hooked); /* Python ran */
   return 0;
+}
+
+/* A kept compiled kernel's call reads the dispatcher's gates, sources and hooks, which its revalidation
+ * replaces and releases: in a critical section on the dispatcher, as its own calls are (free-threaded
+ * builds; nested in the caller's on its CompiledLaunch). */
+int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why, int *hooked) {
+  int rc;
+  Py_BEGIN_CRITICAL_SECTION(self);
+  rc = compiled_gate_unlocked(self, stream, have_stream, why, hooked);
+  Py_END_CRITICAL_SECTION();
+  return rc;
 }
 
 /* Frees the entries cleared while calls were in flight, once the outermost has returned (the

@@ -43,7 +43,7 @@ static PyObject *jit_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->stock_counts = PyDict_New();
   self->stock_reason = PyUnicode_FromString("not_validated");
   self->param_const = PyMem_Calloc((size_t)(np ? np : 1), 1);
-  self->watch.force = 1; /* revalidated at the first call */
+  FL_EXT_STORE(self->watch.force, 1); /* revalidated at the first call */
   if (!self->hook_lists || !self->stock_counts || !self->stock_reason || !self->param_const ||
       fl_jit_memo_init(&self->memo, np) < 0) {
     Py_DECREF(self);
@@ -154,7 +154,7 @@ static PyObject *jit_clear_method_unlocked(PyObject *op, PyObject *unused) {
 static PyObject *jit_invalidate_unlocked(PyObject *op, PyObject *unused) {
   JitObject *self = (JitObject *)op;
   (void)unused;
-  self->watch.force = 1;
+  FL_EXT_STORE(self->watch.force, 1); /* read by fl_ext_watch_changed as an atomic */
   Py_RETURN_NONE;
 }
 
@@ -204,7 +204,7 @@ static int jit_clear(PyObject *op) {
   JitObject *self = (JitObject *)op;
   Py_CLEAR(self->watch.dicts); /* the version arrays go with the object */
   Py_CLEAR(self->watch.keyed);
-  self->watch.force = 1;
+  FL_EXT_STORE(self->watch.force, 1);
   Py_CLEAR(self->fn);
   Py_CLEAR(self->stock_run);
   Py_CLEAR(self->policy);
