@@ -185,9 +185,10 @@ test: ctest ctest-sanitize clang-strict release-check ctest-tsan fuzz-quick jit-
 # if any pair does.
 VERSIONS_ARGS ?= --keep-going --markdown docs/versions.md
 # The suite on free-threaded CPython 3.13.5 (built once, cached outside the repository) with the GIL
-# off throughout, torch 2.12.0 and Triton 3.7.0: tools/test-freethreaded. Not part of `make test`.
+# off throughout, torch 2.12.0 and Triton 3.7.0: tools/test-freethreaded. Writes its row in
+# docs/versions.md (the pairs' rows kept). Not part of `make test`.
 test-freethreaded:
-	tools/test-freethreaded
+	tools/test-freethreaded --markdown docs/versions.md
 
 test-versions:
 	$(PYTHON) tools/test-versions $(VERSIONS_ARGS)
