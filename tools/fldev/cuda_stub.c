@@ -214,9 +214,35 @@ static void record(void *f, const unsigned g[3], const unsigned b[3], unsigned s
   }
 }
 
+/* Launches are counted per thread, each thread's counter on a cache line of its own: two threads
+ * launching at once would otherwise bounce one line (stub.calls, beside what every call reads) between
+ * cores, and the stand-in, not the launch path, would set how two threads scale. stub_calls() adds
+ * them up (with stub.calls, where threads past the slots count). */
+#define STUB_SLOTS 256
+static struct {
+  _Alignas(64) uint64_t n;
+} slot_calls[STUB_SLOTS];
+static unsigned nslots;
+static _Thread_local int my_slot = -1;
+
+static void count_launch(void) {
+  if (my_slot < 0) {
+    unsigned s = __atomic_fetch_add(&nslots, 1, __ATOMIC_RELAXED);
+    my_slot = s < STUB_SLOTS ? (int)s : STUB_SLOTS;
+  }
+  if (my_slot < STUB_SLOTS) __atomic_fetch_add(&slot_calls[my_slot].n, 1, __ATOMIC_RELAXED);
+  else __atomic_fetch_add(&stub.calls, 1, __ATOMIC_RELAXED); /* launchers may run without the GIL */
+}
+
+__attribute__((visibility("default"))) uint64_t stub_calls(void) {
+  uint64_t n = __atomic_load_n(&stub.calls, __ATOMIC_RELAXED);
+  for (unsigned i = 0; i < STUB_SLOTS; i++) n += __atomic_load_n(&slot_calls[i].n, __ATOMIC_RELAXED);
+  return n;
+}
+
 API cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void *stream, void **params, void **extra) {
-  __atomic_fetch_add(&stub.calls, 1, __ATOMIC_RELAXED); /* launchers may run without the GIL */
+  count_launch();
   if (stub.record) {
     unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
     record(f, g, b, shared, stream, params, extra);
@@ -240,7 +266,7 @@ typedef struct {
 } stub_config;
 
 API cuLaunchKernelEx(const stub_config *c, void *f, void **params, void **extra) {
-  __atomic_fetch_add(&stub.calls, 1, __ATOMIC_RELAXED); /* launchers may run without the GIL */
+  count_launch();
   if (stub.record) {
     unsigned g[3] = {c->gx, c->gy, c->gz}, b[3] = {c->bx, c->by, c->bz};
     record(f, g, b, c->shared, c->stream, params, extra);

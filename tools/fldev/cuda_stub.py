@@ -41,11 +41,34 @@ class StubState(ctypes.Structure):
                 ("param_sizes", ctypes.c_ushort * 64), ("param_blob", ctypes.c_ubyte * 4096)]
 
 
+class _State:
+    """The stub's StubState, read and written through; `calls` is every launch counted, in every thread
+    (the stand-in counts per thread, each on a cache line of its own: stub_calls() adds them up)."""
+
+    __slots__ = ("_raw", "_calls")
+
+    def __init__(self, raw, calls):
+        object.__setattr__(self, "_raw", raw)
+        object.__setattr__(self, "_calls", calls)
+
+    @property
+    def calls(self):
+        return self._calls()
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._raw, name, value)
+
+
 class Stub:
     def __init__(self, path):
         self.path = path
         self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-        self.state = StubState.in_dll(self.lib, "stub")
+        self.lib.stub_calls.restype = ctypes.c_uint64
+        self.lib.stub_calls.argtypes = []
+        self.state = _State(StubState.in_dll(self.lib, "stub"), self.lib.stub_calls)
 
     def record(self, nparams=0, sizes=()):
         """Records each launch; a parameter array's first nparams parameters 8 bytes each, and with
