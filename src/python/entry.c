@@ -108,6 +108,23 @@ static inline int launchers_same(PyObject *launchers, PyObject *launcher) {
   return items && FL_EXT_LOAD(items[0]) == launcher;
 }
 
+/* CPython 3.13.0 sends no dict-watcher event for an attribute stored in an object's inline values
+ * (python/cpython#125608, fixed in 3.13.1): there the autotuner is given a plain dict of the same
+ * contents, once, as `obj.__dict__ = dict(vars(obj))` does, so that `autotuner.launchers = [...]`
+ * reaches the watch. Elsewhere nothing is done. A refusal (no settable dict) leaves it as it is. */
+static void plain_dict_on_3_13_0(PyObject *obj) {
+#if PY_VERSION_HEX >= 0x030D0000 /* built for 3.13 or later: Py_Version says which release runs it */
+  if (Py_Version >= 0x030D0100) return;
+  PyObject *d = PyObject_GenericGetDict(obj, NULL);
+  PyObject *copy = d ? PyDict_Copy(d) : NULL;
+  if (!copy || PyObject_SetAttrString(obj, "__dict__", copy) < 0) PyErr_Clear();
+  Py_XDECREF(copy);
+  Py_XDECREF(d);
+#else
+  (void)obj;
+#endif
+}
+
 /* Steps 1 and 2 the full way: every flag looked up, the autotuner's launchers read from its dict.
  * Returns 0 (go on: launchers, if any, in self->launchers_seen), 1 with *why set (a flag is on:
  * its reason), 2 (the launchers changed) or -1 with an exception. When every flag is off in a way
@@ -157,6 +174,7 @@ static Py_NO_INLINE int entry_refresh(EntryObject *self, PyObject **why) {
    * hooks, so a call with hooks never runs a launcher the autotuner no longer has. */
   PyObject *adict = NULL;
   if (self->autotuner != Py_None) {
+    if (!self->dict_slot) plain_dict_on_3_13_0(self->autotuner); /* the first refresh */
     PyObject **dictptr = _PyObject_GetDictPtr(self->autotuner); /* materializes a lazy dict */
     FL_EXT_STORE(self->dict_slot, dictptr);
     adict = dictptr ? FL_EXT_LOAD(*dictptr) : NULL;
