@@ -159,13 +159,15 @@ jit-sanitize: $(PYASAN)/stage/.built
 	@echo "Inductor's TMA templates under ASan+UBSan: $$(grep -E '"(calls|mismatches)"' build/inductor-tma-sanitize.json | head -2 | tr -d ' \n')"
 
 # The dispatcher against callbacks that call back in, under the same build: one check per defect of
-# issue 38 (fldev.reentry_checks), the reentrancy harness (fldev.reentry: every callback point and
+# issue 38 (fldev.reentry_checks) and of issue 55 (fldev.sequence_checks), the reentrancy harness (fldev.reentry: every callback point and
 # action, against Triton alone) and 4 launcher threads beside one toggling enable()/disable().
 REENTRY_RUNS ?= 2000
 REENTRY_THREAD_SECONDS ?= 10
 reentry-sanitize: $(PYASAN)/stage/.built
 	@$(PY_ASAN_RUN) -m fldev.reentry_checks > build/reentry-checks.log 2>&1 || { tail -60 build/reentry-checks.log; exit 1; }
 	@echo "reentry checks under ASan+UBSan: $$(grep -c '"ok": true' build/reentry-checks.log) passed"
+	@$(PY_ASAN_RUN) -m fldev.sequence_checks > build/sequence-checks.log 2>&1 || { tail -60 build/sequence-checks.log; exit 1; }
+	@echo "launch sequence checks under ASan+UBSan: $$(grep -c '"ok": true' build/sequence-checks.log) passed"
 	@$(PY_ASAN_RUN) -m fldev.reentry $(REENTRY_RUNS) 38 > build/reentry.json 2> build/reentry.log || \
 	  { tail -60 build/reentry.log; cat build/reentry.json; exit 1; }
 	@echo "reentrancy harness under ASan+UBSan: $$(cut -c1-160 build/reentry.json)"

@@ -8,6 +8,7 @@ the kernel's grid is then called in Python on every launch.
 
 from __future__ import annotations
 
+import dis
 import types
 
 class NotTraceable(Exception):
@@ -15,6 +16,19 @@ class NotTraceable(Exception):
 
 
 ABSENT = object()
+
+# Instructions whose effect a trace would not reproduce (a store, an import, an identity test, a
+# raise or a handler, a generator): a function holding one, or nested code, is called by Python,
+# never traced (a grid callable that sets a launch hook or changes a global, a heuristic's value).
+_EFFECTS = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_ATTR", "DELETE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR",
+            "IMPORT_NAME", "IMPORT_FROM", "STORE_DEREF", "DELETE_DEREF", "IS_OP", "YIELD_VALUE", "RAISE_VARARGS",
+            "SETUP_FINALLY", "PUSH_EXC_INFO", "BEFORE_WITH", "SETUP_WITH"}
+
+
+def has_effects(code) -> bool:
+    """Whether a trace of `code` could leave out what a call of it does (see _EFFECTS)."""
+    return any(i.opname in _EFFECTS for i in dis.get_instructions(code)) or any(
+        isinstance(c, types.CodeType) for c in code.co_consts)
 
 
 class _Sym:
@@ -201,6 +215,8 @@ def trace_grid(grid, fn, bound):
     code = grid.__code__
     if grid.__defaults__ or grid.__kwdefaults__ or code.co_argcount != 1 or code.co_kwonlyargcount:
         raise NotTraceable("a signature other than (META)")
+    if has_effects(code):
+        raise NotTraceable("a store, an import, an identity test or nested code")
     sources, guards = [], []
     meta = {}
     for i, p in enumerate(fn.params):

@@ -26,13 +26,9 @@ from __future__ import annotations
 import dis
 import types
 
-from fastlaunch.grid_trace import ABSENT, NotTraceable
+from fastlaunch.grid_trace import ABSENT, NotTraceable, has_effects
 
 _SKIP = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG"}
-# Instructions whose effect a trace would not reproduce: the function stays Python's.
-_EFFECTS = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_ATTR", "DELETE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR",
-            "IMPORT_NAME", "IMPORT_FROM", "STORE_DEREF", "DELETE_DEREF", "IS_OP", "YIELD_VALUE", "RAISE_VARARGS",
-            "SETUP_FINALLY", "PUSH_EXC_INFO", "BEFORE_WITH", "SETUP_WITH"}
 
 
 class _H:
@@ -197,8 +193,7 @@ def read_heuristic(fn):
     test = _none_test(code)
     if test is not None:
         return ("none", test[0], test[1]), ()
-    if any(i.opname in _EFFECTS for i in dis.get_instructions(code)) or any(
-            isinstance(c, types.CodeType) for c in code.co_consts):
+    if has_effects(code):
         return ("call",), ()
     watched = []
     args = _Args()

@@ -98,7 +98,9 @@ def enable(*, backend=None) -> None:
         else:
             cls.run = _C.RunSlot(stock, _attach_from_slot)
             _state["runs"].append((cls, stock))
-    _C.launch_knobs(getattr(getattr(sys.modules.get("triton"), "knobs", None), "runtime", None))  # hooks' home
+    # The hooks' home: read as triton.knobs.runtime at each hooked launch (the object may be replaced).
+    knobs = getattr(sys.modules.get("triton"), "knobs", None)
+    _C.launch_knobs(knobs if hasattr(knobs, "runtime") else None)
     triton_compiled.enable(_attach, backend=backend)  # compiled[grid](...) on a kept CompiledKernel
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
@@ -441,7 +443,7 @@ class _Policy:
 
         knobs = triton.knobs
         dicts = [os.environ._data, _watchable_dict(self.fn), _watchable_dict(triton.runtime.driver),
-                 _watchable_dict(triton.runtime.driver.active)]
+                 _watchable_dict(triton.runtime.driver.active), vars(knobs)]  # knobs' own: runtime replaced
         for name in _KEY_KNOBS:
             obj = getattr(knobs, name, None)
             if obj is not None and hasattr(obj, "__dict__"):

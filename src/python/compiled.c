@@ -61,69 +61,47 @@ static inline int grid_of(PyObject *grid, int64_t g[3]) {
   return 0;
 }
 
-/* hooked_call where Triton's launcher parses every argument before the enter hook (Triton 3.5, 3.6):
- * the arguments are read first, and one the plan refuses hands the whole call to Triton's runner,
- * which makes the metadata, parses and raises (or launches) itself, no hook yet called by us. */
-static FL_EXT_COLD PyObject *hooked_parse_first(LaunchObject *L, PyObject *grid, const int64_t g[3], uint64_t stream,
-                                                PyObject *stream_obj, PyObject *const *args, size_t nargs,
-                                                PyObject *kwnames, PyObject *const *full, size_t nfull) {
-  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
-  fl_value stack_values[FL_EXT_STACK_VALUES], *values = stack_values;
-  if (plan->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(plan->args.nruntime * sizeof *values)))
-    return PyErr_NoMemory();
-  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
-  fl_error err;
-  PyObject *res = NULL;
-  int rc = fl_compiled_collect_checked(L, full, nfull, values, tmaps, &err);
-  if (rc != 0) {
-    if (rc == -2) PyErr_Clear();
-    res = stock(L, grid, rc == -2 ? "argument_raised" : "argument_refused", args, nargs, kwnames);
-  } else {
-    fl_ext_hooks h;
-    if (fl_ext_hooks_enter(L->state, L->kernel, grid, stream, stream_obj, args, nargs, &h) == 0) {
-      if (fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err) == FL_OK) {
-        L->fast++;
-        L->hooked++;
-        res = fl_ext_hooks_exit(&h) < 0 ? NULL : Py_NewRef(Py_None);
-      } else if (err.backend_submitted) {
-        fl_ext_hooks_release(&h);
-        res = fl_ext_raise_named(L->state, &err, plan->arg_names);
-      } else { /* refused at the launch, before the boundary: Triton's launcher, told enter ran */
-        L->stock++;
-        fl_ext_count_reason(L->stock_counts, "launch_refused", NULL);
-        res = fl_ext_hooks_hand_back(&h, L->kernel, g, args, nargs);
-      }
-    }
-  }
-  if (values != stack_values) PyMem_Free(values);
-  return res;
+/* Triton's runner for a compiled[grid] call (fl_compiled_hooked's to_triton). */
+static FL_EXT_COLD PyObject *stock_of_call(void *ctx, const char *why) {
+  const fl_compiled_hooked_call *c = ctx;
+  return stock(c->L, c->grid, why, c->args, c->nargs, c->kwnames);
 }
 
-/* A call with launch hooks set (launch_hooks.c): the metadata (kernel.launch_metadata(grid, stream,
- * *args), the arguments as given), enter(metadata), the launch, exit(metadata). A value the plan
- * refuses after enter ran goes to Triton's launcher, told enter was called. */
-static FL_EXT_COLD PyObject *hooked_call(LaunchObject *L, PyObject *grid, const int64_t g[3], uint64_t stream,
-                                         PyObject *stream_obj, PyObject *const *args, size_t nargs,
-                                         PyObject *kwnames, PyObject *const *full, size_t nfull) {
+int fl_compiled_hooked(const fl_compiled_hooked_call *c, PyObject **res) {
+  LaunchObject *L = c->L;
   fl_PlanObject *plan = (fl_PlanObject *)L->plan;
-  if (L->parse_first) return hooked_parse_first(L, grid, g, stream, stream_obj, args, nargs, kwnames, full, nfull);
-  fl_ext_hooks h;
-  if (fl_ext_hooks_enter(L->state, L->kernel, grid, stream, stream_obj, args, nargs, &h) < 0) return NULL;
   fl_error err;
-  int rc = fl_ext_plan_launch(plan, full, nfull, stream, g, &err);
+  int rc;
+  if (L->parse_first) { /* the launcher's format, before any hook: checked only, read again after enter */
+    fl_value stack_values[FL_EXT_STACK_VALUES], *values = stack_values;
+    fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
+    if (plan->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(plan->args.nruntime * sizeof *values)))
+      return *res = PyErr_NoMemory(), 0;
+    rc = fl_compiled_collect_checked(L, c->full, c->nfull, values, tmaps, &err);
+    if (values != stack_values) PyMem_Free(values);
+    if (rc != 0) {
+      if (rc == -2) PyErr_Clear();
+      return *res = c->to_triton(c->ctx ? c->ctx : (void *)c, rc == -2 ? "argument_raised" : "argument_refused"), 0;
+    }
+  }
+  fl_ext_hooks h;
+  if ((c->given ? fl_ext_hooks_given(c->given, c->stream_obj, &h)
+                : fl_ext_hooks_enter(L->state, L->kernel, c->grid, c->stream, c->stream_obj, c->args, c->nargs, &h)) < 0)
+    return *res = NULL, 0;
+  rc = fl_ext_plan_launch(plan, c->full, c->nfull, c->stream, c->g, &err); /* read after enter */
   if (rc == 0) {
     L->fast++;
     L->hooked++;
-    return fl_ext_hooks_exit(&h) < 0 ? NULL : Py_NewRef(Py_None);
+    return *res = fl_ext_hooks_exit(&h) < 0 ? NULL : Py_NewRef(Py_None), 0;
   }
   if (rc == -1 && err.backend_submitted) {
     fl_ext_hooks_release(&h);
-    return fl_ext_raise_named(L->state, &err, plan->arg_names);
+    return *res = fl_ext_raise_named(L->state, &err, plan->arg_names), 0;
   }
   if (rc == -2) PyErr_Clear();
-  L->stock++;
+  L->stock++; /* refused after enter, before the boundary: Triton's launcher, told enter ran */
   fl_ext_count_reason(L->stock_counts, rc == -2 ? "argument_raised" : "argument_refused", NULL);
-  return fl_ext_hooks_hand_back(&h, L->kernel, g, args, nargs);
+  return *res = fl_ext_hooks_hand_back(&h, L->kernel, c->g, c->args, c->nargs), 0;
 }
 
 static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -175,9 +153,14 @@ static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *a
     if (r < 0) return NULL;
     return stock(L, call->grid, r == 1 ? "argument_refused" : "launch_refused", given, nargsf, kwnames);
   }
-  if (FL_EXT_UNLIKELY(hooked))
-    return hooked_call(L, call->grid, g, stream, have_stream ? given[ngiven] : NULL, given, ngiven, kwnames, args,
-                       nargs);
+  if (FL_EXT_UNLIKELY(hooked)) {
+    fl_compiled_hooked_call c = {.L = L, .grid = call->grid, .g = g, .stream = stream,
+                                 .stream_obj = have_stream ? given[ngiven] : NULL, .args = given, .nargs = ngiven,
+                                 .kwnames = kwnames, .full = args, .nfull = nargs, .to_triton = stock_of_call};
+    PyObject *res;
+    fl_compiled_hooked(&c, &res);
+    return res;
+  }
   fl_error err;
   rc = fl_ext_plan_launch(plan, args, nargs, stream, g, &err);
   if (FL_EXT_LIKELY(rc == 0)) {

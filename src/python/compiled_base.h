@@ -42,6 +42,30 @@ extern PyTypeObject *fl_compiled_launch_type;
 int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values,
                                 fl_tensor_map_value *tmaps, fl_error *err);
 
+/* A kept compiled kernel's call with launch hooks, in its launcher's order (compiled[grid] with
+ * Triton's knobs' hooks set, or compiled.run(...) with hooks passed): on a launcher that parses first
+ * (Triton 3.5, 3.6) every value checked by its format, a refusal Triton's whole call (to_triton, no
+ * hook called by us); then enter(metadata), the metadata made from the kernel and the knobs (given
+ * NULL) or the call's own; then every value read for the launch (after enter on every version: a hook
+ * may move a tensor's storage); the launch; exit(metadata). A value refused after enter goes to the
+ * kernel's launcher told enter ran. Returns 0 with *res (NULL with an exception). */
+typedef struct {
+  LaunchObject *L;
+  PyObject *grid;       /* compiled[grid]'s grid; unused with given hooks */
+  const int64_t *g;
+  uint64_t stream;
+  PyObject *stream_obj; /* the stream as the call gave it, or NULL */
+  PyObject *const *args; /* the caller's kernel arguments (as Triton's launcher gets them) */
+  size_t nargs;
+  PyObject *kwnames;
+  PyObject *const *full; /* one per plan position (trailing constexprs filled) */
+  size_t nfull;
+  const fl_ext_given_hooks *given;
+  PyObject *(*to_triton)(void *ctx, const char *why);
+  void *ctx; /* to_triton's; NULL: this struct */
+} fl_compiled_hooked_call;
+int fl_compiled_hooked(const fl_compiled_hooked_call *c, PyObject **res);
+
 /* A launch of a kernel with global scratch: the arguments read and checked first (1: refused,
  * nothing called: Triton's), then the allocator called as Triton calls it (size, alignment,
  * stream), the buffer's address in the first trailing pointer, the launch. 0 launched; -1 with an

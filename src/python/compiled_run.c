@@ -47,44 +47,30 @@ static inline int grid_word(PyObject *o, int64_t *g) {
   return 0;
 }
 
-static FL_EXT_COLD int call_hook(PyObject *hook, PyObject *md) {
-  if (hook == Py_None) return 0;
-  PyObject *h = Py_NewRef(hook), *r = PyObject_CallOneArg(h, md);
-  Py_DECREF(h);
-  Py_XDECREF(r);
-  return r ? 0 : -1;
+/* Triton's launcher for a hooked call refused before any hook (fl_compiled_hooked's to_triton). */
+typedef struct {
+  RunObject *r;
+  LaunchObject *L;
+  PyObject *const *args;
+  size_t nargsf;
+} run_ctx;
+
+static FL_EXT_COLD PyObject *stock_of_run(void *ctx, const char *why) {
+  run_ctx *c = ctx;
+  return to_stock(c->r, c->L, why, c->args, c->nargsf, NULL);
 }
 
-/* With hooks passed: every argument read and checked first (a refusal is Triton's whole call, no
- * hook called by us), then enter(metadata), the launch, exit(metadata), as the launcher does. */
+/* With hooks passed: the launch sequence of a hooked compiled call (compiled.c), its hooks the call's. */
 static FL_EXT_COLD PyObject *hooked(RunObject *r, LaunchObject *L, const int64_t g[3], uint64_t stream,
                                     PyObject *const *args, size_t nargsf, PyObject *const *full, size_t nfull) {
-  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
-  fl_value stack_values[FL_EXT_STACK_VALUES], *values = stack_values;
-  if (plan->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(plan->args.nruntime * sizeof *values)))
-    return PyErr_NoMemory();
-  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
-  fl_error err;
-  PyObject *res = NULL;
-  int rc = fl_compiled_collect_checked(L, full, nfull, values, tmaps, &err);
-  if (rc != 0) {
-    if (rc == -2) PyErr_Clear();
-    res = to_stock(r, L, rc == -2 ? "argument_raised" : "argument_refused", args, nargsf, NULL);
-  } else if (call_hook(args[7], args[6]) == 0) {
-    if (fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err) == FL_OK) {
-      L->fast++;
-      L->hooked++;
-      res = call_hook(args[8], args[6]) < 0 ? NULL : Py_NewRef(Py_None);
-    } else if (err.backend_submitted) {
-      res = fl_ext_raise_named(L->state, &err, plan->arg_names);
-    } else { /* refused before the boundary, enter called: Triton's launcher with no enter */
-      PyObject *argv[RUN_LEADING + JIT_MAX_PARAMS];
-      size_t n = PyVectorcall_NARGS(nargsf);
-      for (size_t i = 0; i < n; i++) argv[i] = i == 7 ? Py_None : args[i];
-      res = to_stock(r, L, "launch_refused", argv, n, NULL);
-    }
-  }
-  if (values != stack_values) PyMem_Free(values);
+  size_t n = PyVectorcall_NARGS(nargsf);
+  fl_ext_given_hooks given = {.md = args[6], .enter = args[7], .exit = args[8]};
+  run_ctx ctx = {r, L, args, nargsf};
+  fl_compiled_hooked_call c = {.L = L, .g = g, .stream = stream, .stream_obj = args[3], .args = args + RUN_LEADING,
+                               .nargs = n - RUN_LEADING, .full = full, .nfull = nfull, .given = &given,
+                               .to_triton = stock_of_run, .ctx = &ctx};
+  PyObject *res;
+  fl_compiled_hooked(&c, &res);
   return res;
 }
 

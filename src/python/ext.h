@@ -485,6 +485,12 @@ static inline int fl_ext_optional_attr(PyObject *obj, PyObject *name, PyObject *
 typedef struct {
   PyObject *md, *exit_hook, *stream;
 } fl_ext_hooks;
+/* Hooks the call passed itself (compiled.run(..., launch_metadata, enter, exit, ...)): h filled from
+ * them, enter(metadata) called. 0, or -1 with enter's exception (h released). */
+typedef struct {
+  PyObject *md, *enter, *exit;
+} fl_ext_given_hooks;
+int fl_ext_hooks_given(const fl_ext_given_hooks *given, PyObject *stream_obj, fl_ext_hooks *h);
 int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64_t stream, PyObject *stream_obj,
                        PyObject *const *args, size_t nargs, fl_ext_hooks *h);
 int fl_ext_hooks_exit(fl_ext_hooks *h);

@@ -62,7 +62,7 @@ static void keyword_index(JitObject *self, PyObject *key, Py_ssize_t *param, Py_
 }
 
 /* 0 bound; 1 not bindable here (b->why); kwnames/kwvals exclude grid= and warmup=. */
-static int bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_t nargs, PyObject *kwnames,
+int fl_jit_bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_t nargs, PyObject *kwnames,
                      PyObject *const *kwvals, Py_ssize_t nkw) {
   Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
   if ((Py_ssize_t)nargs > np) return b->why = "args_count", 1;
@@ -289,7 +289,7 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
                                            PyObject *kwnames, int32_t device, uint64_t stream, int hooked) {
   PyObject *grid = kw->grid;
   jit_bound b;
-  if (bind_call(self, &b, args, nargs, kw->kwnames, kw->kwvals, kw->nkw)) return STOCK(b.why, NULL);
+  if (fl_jit_bind_call(self, &b, args, nargs, kw->kwnames, kw->kwvals, kw->nkw)) return STOCK(b.why, NULL);
   jit_key k;
   jit_values vals, again; /* as the key read them; as the launch reads them after Python code ran */
   PyObject *res = NULL, *computed = NULL, *meta = NULL, *why_obj = NULL;
@@ -317,8 +317,11 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   fl_error err;
   int changed = 0;
   if ((r = found_grid(self, e, b.vals, grid, hooked, g, &computed, &meta, &changed, &python)) > 1) goto done;
-  if (gen != self->gen) why = "table_changed"; /* the callable (or a global's __eq__) cleared it */
-  else if (python && fl_jit_settled(self, &why, &why_obj) < 0) goto done;
+  /* What the callable changed: Triton read the settings and checked the globals before the grid (a
+   * reason to go to Triton found now is not Triton's for this call, only for the next), and reads the
+   * hooks after it: revalidated for the hooks, the call launched unless its table was cleared. */
+  if (gen == self->gen && python && fl_ext_watch_changed(&self->watch) && fl_jit_revalidate(self) < 0) goto done;
+  if (gen != self->gen) why = "table_changed"; /* the callable (or a global's __eq__, or a knob) cleared it */
   else if (changed) why = "grid_wrote_mapping";
   else if (fl_jit_hooked(self) != hooked) why = "launch_hooks_changed"; /* set or cleared by the grid */
   else if (r < 0) why = "grid_unreadable";

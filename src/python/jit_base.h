@@ -362,6 +362,10 @@ static inline jit_entry *table_find(const JitObject *self, const jit_key *k, uin
   }
 }
 
+/* jit.c: the call's arguments bound to the kernel's parameters and options: 0; 1 not bindable here
+ * (b->why). kwnames and kwvals hold no grid= or warmup=. */
+int fl_jit_bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                     PyObject *const *kwvals, Py_ssize_t nkw);
 /* jit_key.c */
 int fl_jit_make_key(JitObject *self, jit_bound *b, int32_t device, jit_key *k, jit_values *vals);
 /* The launch values again, as Triton's launcher reads them after the grid (data_ptr() called again

@@ -21,10 +21,29 @@ static FL_EXT_COLD int scratch_reread(JitObject *self, jit_entry *e, const jit_r
     r = jit_memo_match(self, rr->args, rr->nargs, rr->kwnames, device, rr->pv, values, words);
     if (r == 0 && self->memo.nd) r = fl_jit_memo_descs(self, rr->args, values, rr->tmaps);
     if (r == 0) return 0;
-  } else {
-    return 0; /* the allocator dropped the tables (disable(), a knob): the memo no longer says where each
-               * value is, and the values read before are launched (the call is still e's, as it is
-               * still Triton's launcher's once Triton's run got this far) */
+  } else { /* the allocator dropped the tables (disable(), a knob): the memo no longer says where each
+            * value is; the call bound and keyed again as the full path does (still e's, as it is still
+            * Triton's launcher's once Triton's run got this far) */
+    jit_bound b;
+    jit_key k;
+    jit_values again;
+    again.nheld = 0;
+    Py_ssize_t nkw = rr->kwnames ? PyTuple_GET_SIZE(rr->kwnames) : 0;
+    int32_t device = (int32_t)(uint32_t)(e->key[0] >> 8);
+    r = fl_jit_bind_call(self, &b, rr->args, rr->nargs, rr->kwnames, rr->args + rr->nargs, nkw);
+    if (r == 0) r = fl_jit_make_key(self, &b, device, &k, &again);
+    /* The same variant, every pointer read (none left lazy) and no descriptor (their maps would live
+     * in `again`): else Triton's. */
+    if (r == 0 && (k.n != e->nkey || memcmp(k.words, e->key, k.n * sizeof *k.words) || again.nlazy || again.ntmaps))
+      r = 1;
+    if (r == 0) r = entry_values(e, &again, values, err);
+    fl_jit_values_release(&again);
+    if (r < 0) return r;
+    for (size_t i = 0; r == 0 && words && i < e->nabi; i++) {
+      if (values[i].type == FL_VALUE_PTR || values[i].type == FL_VALUE_INT) words[i] = values[i].v.u;
+      else if (e->abi_param[i] >= 0) r = 1; /* a value no word says: Triton's */
+    }
+    if (r == 0) return 0;
   }
   snprintf(err->reason, sizeof err->reason, "args_changed_by_allocator");
   err->stable = false;

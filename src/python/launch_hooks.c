@@ -7,7 +7,8 @@
  * with hooks set, never on the steady-state path. */
 #include "ext.h"
 
-/* launch_knobs(knobs): where the hooks are read (triton.knobs.runtime), None to read none. */
+/* launch_knobs(knobs): where the hooks are read (knobs.runtime, read at each hooked launch: the
+ * object may be replaced), None to read none. */
 PyObject *fl_ext_set_launch_knobs(PyObject *module, PyObject *knobs) {
   fl_ext_state *st = PyModule_GetState(module);
   int rc;
@@ -36,8 +37,8 @@ int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint6
                        PyObject *const *args, size_t nargs, fl_ext_hooks *h) {
   h->md = h->exit_hook = NULL;
   h->stream = stream_obj ? Py_NewRef(stream_obj) : PyLong_FromUnsignedLongLong(stream);
-  PyObject *knobs = FL_EXT_STATE_OBJ(st->launch_knobs); /* read once: another thread may set it */
-  if (!h->stream || nargs > FL_EXT_HOOK_MAX_ARGS || !knobs) {
+  PyObject *holder = FL_EXT_STATE_OBJ(st->launch_knobs); /* read once: another thread may set it */
+  if (!h->stream || nargs > FL_EXT_HOOK_MAX_ARGS || !holder) {
     if (h->stream) /* the callers hand such a call to Triton first */
       PyErr_SetString(PyExc_RuntimeError, "fastlaunch: launch hooks: more arguments than a hooked call takes, or no knobs");
     fl_ext_hooks_release(h);
@@ -46,15 +47,28 @@ int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint6
   /* A spare slot before the kernel: the callee may use it (PY_VECTORCALL_ARGUMENTS_OFFSET). */
   PyObject *margs[4 + FL_EXT_HOOK_MAX_ARGS] = {NULL, kernel, grid, h->stream};
   for (size_t i = 0; i < nargs; i++) margs[4 + i] = args[i];
-  PyObject *enter = NULL;
-  Py_INCREF(knobs);
+  PyObject *enter = NULL, *knobs = NULL;
+  Py_INCREF(holder);
   h->md = PyObject_VectorcallMethod(st->str_launch_metadata, margs + 1, (3 + nargs) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     NULL);
-  if (h->md) enter = PyObject_GetAttr(knobs, st->str_launch_enter_hook);
+  if (h->md) knobs = PyObject_GetAttrString(holder, "runtime"); /* then the hooks, as Triton's run reads them */
+  if (knobs) enter = PyObject_GetAttr(knobs, st->str_launch_enter_hook);
   if (enter) h->exit_hook = PyObject_GetAttr(knobs, st->str_launch_exit_hook);
   int rc = h->exit_hook ? call_hook(enter, h->md) : -1;
   Py_XDECREF(enter);
-  Py_DECREF(knobs);
+  Py_XDECREF(knobs);
+  Py_DECREF(holder);
+  if (rc < 0) fl_ext_hooks_release(h);
+  return rc;
+}
+
+int fl_ext_hooks_given(const fl_ext_given_hooks *given, PyObject *stream_obj, fl_ext_hooks *h) {
+  h->md = Py_NewRef(given->md);
+  h->exit_hook = Py_NewRef(given->exit);
+  h->stream = Py_NewRef(stream_obj);
+  PyObject *enter = Py_NewRef(given->enter);
+  int rc = call_hook(enter, h->md);
+  Py_DECREF(enter);
   if (rc < 0) fl_ext_hooks_release(h);
   return rc;
 }
