@@ -7,6 +7,26 @@
 
 #include "ext.h"
 
+/* Where a launch's runtime values live, decided here for every reader: on the stack up to
+ * FL_EXT_STACK_VALUES, on the heap above (a tensor map takes 1 + 2 x rank values from one call
+ * position, so the count is the plan's values', never the call's positions). */
+typedef struct {
+  fl_value stack[FL_EXT_STACK_VALUES];
+  fl_value *v;
+} fl_ext_values;
+
+/* v->v for n values, or NULL with MemoryError. */
+static inline fl_value *fl_ext_values_get(fl_ext_values *v, size_t n) {
+  v->v = n <= FL_EXT_STACK_VALUES ? v->stack : PyMem_Malloc(n * sizeof *v->v);
+  if (!v->v) PyErr_NoMemory();
+  return v->v;
+}
+
+static inline void fl_ext_values_put(fl_ext_values *v) {
+  if (v->v && v->v != v->stack) PyMem_Free(v->v);
+  v->v = NULL;
+}
+
 /* Converts a call's positional arguments to runtime values (before the submit boundary). Returns
  * 0; -1 with `err` filled (no Python exception); -2 with a Python exception that must propagate
  * as it is (KeyboardInterrupt and the like, raised by an argument's own code). A tensor map's value
@@ -122,20 +142,37 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_plan_launch(fl_PlanObject *plan, PyObject
     if (fl_ext_collect_words(door, &plan->args, args, words))
       return fl_launch_words(plan->plan, stream, words, plan->args.nruntime, grid, err) == FL_OK ? 0 : -1;
   }
-  fl_value stack_values[FL_EXT_STACK_VALUES];
+  fl_ext_values home;
   fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
-  fl_value *values = stack_values;
-  if (plan->args.nruntime > FL_EXT_STACK_VALUES) {
-    values = PyMem_Malloc(plan->args.nruntime * sizeof *values);
-    if (!values) {
-      PyErr_NoMemory();
-      return -2;
-    }
-  }
+  fl_value *values = fl_ext_values_get(&home, plan->args.nruntime);
+  if (!values) return -2;
   int rc = fl_ext_collect(plan->state, &plan->args, args, nargs, values, tmaps, err);
   if (rc == 0 && fl_launch(plan->plan, stream, values, plan->args.nruntime, grid, err) != FL_OK) rc = -1;
-  if (values != stack_values) PyMem_Free(values);
+  fl_ext_values_put(&home);
   return rc;
 }
+
+/* ---- scratch.c: the global-scratch launch sequence ---- */
+/* A plan's global scratch, as its launcher allocates it: the allocator's ContextVar, bytes per CTA,
+ * alignment, num_ctas, the plan's trailing pointers (the first of them the buffer's address), and the
+ * ints last given to the allocator (kept by the owner). */
+typedef struct {
+  PyObject *var;
+  uint64_t size, align;
+  unsigned ctas;
+  size_t nhidden;
+  fl_ext_scratch_ints *ints;
+} fl_ext_scratch_ref;
+
+/* The launch of a plan with global scratch, in the order Triton's launcher and torch's static
+ * launcher follow: the values read and checked (the plan's grid resolved from them, or `grid`), the
+ * allocator called (Python code), the values read again (that code may have changed the arguments),
+ * the buffer's address in the first trailing pointer, the launch, the buffer dropped. `full` holds
+ * one object per call position, None at the trailing pointers. Returns 0 launched; 1 refused before
+ * the allocator, 2 after it (err says why; nothing submitted); -1 with an exception (the allocator's,
+ * or a launch that failed after the boundary, raised); -2 with an argument's own exception before the
+ * allocator, -3 after it. */
+int fl_ext_scratch_launch(fl_PlanObject *plan, const fl_ext_scratch_ref *sc, PyObject *const *full, size_t nfull,
+                          uint64_t stream, PyObject *stream_obj, const int64_t *grid, fl_error *err);
 
 #endif

@@ -73,12 +73,12 @@ int fl_compiled_hooked(const fl_compiled_hooked_call *c, PyObject **res) {
   fl_error err;
   int rc;
   if (L->parse_first) { /* the launcher's format, before any hook: checked only, read again after enter */
-    fl_value stack_values[FL_EXT_STACK_VALUES], *values = stack_values;
+    fl_ext_values home;
     fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
-    if (plan->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(plan->args.nruntime * sizeof *values)))
-      return *res = PyErr_NoMemory(), 0;
+    fl_value *values = fl_ext_values_get(&home, plan->args.nruntime);
+    if (!values) return *res = NULL, 0;
     rc = fl_compiled_collect_checked(L, c->full, c->nfull, values, tmaps, &err);
-    if (values != stack_values) PyMem_Free(values);
+    fl_ext_values_put(&home);
     if (rc != 0) {
       if (rc == -2) PyErr_Clear();
       return *res = c->to_triton(c->ctx ? c->ctx : (void *)c, rc == -2 ? "argument_raised" : "argument_refused"), 0;

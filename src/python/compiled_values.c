@@ -11,51 +11,16 @@ int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t n
 
 int fl_compiled_scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t stream, PyObject *stream_obj,
                                PyObject *const *args, size_t nargs) {
-  fl_PlanObject *plan = (fl_PlanObject *)L->plan;
   size_t nfull = nargs + L->nhidden;
   if (nfull > JIT_MAX_PARAMS + 2) return 1;
   PyObject *full[JIT_MAX_PARAMS + 2];
   for (size_t i = 0; i < nargs; i++) full[i] = args[i];
   for (size_t h = 0; h < L->nhidden; h++) full[nargs + h] = Py_None; /* the buffer's address comes after */
-  fl_value stack_values[FL_EXT_STACK_VALUES], *values = stack_values;
-  if (plan->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(plan->args.nruntime * sizeof *values)))
-    return PyErr_NoMemory(), -1;
-  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
+  fl_ext_scratch_ref sc = {L->scratch_var, L->scratch_size, L->scratch_align, L->scratch_ctas, L->nhidden,
+                           &L->scratch_ints};
   fl_error err;
-  int rc = fl_compiled_collect_checked(L, full, nfull, values, tmaps, &err);
-  if (rc != 0) {
-    if (rc == -2) PyErr_Clear();
-    rc = 1;
-    goto done;
-  }
-  PyObject *buf = NULL;
-  uint64_t addr = 0;
-  if (fl_ext_scratch_alloc(L->state, L->scratch_var, L->scratch_size, L->scratch_align, L->scratch_ctas, g, stream, stream_obj, &L->scratch_ints,
-                           &buf, &addr) < 0) {
-    rc = -1;
-    goto done;
-  }
-  /* The allocator ran Python code, which may have changed the arguments: read again, as Triton's
-   * launcher reads them after allocating (anything now refused is Triton's, which allocates again). */
-  rc = fl_compiled_collect_checked(L, full, nfull, values, tmaps, &err);
-  if (rc != 0) {
-    if (rc == -2) PyErr_Clear();
-    rc = 2;
-    Py_DECREF(buf);
-    goto done;
-  }
-  values[plan->args.nruntime - L->nhidden] = fl_ptr((const void *)(uintptr_t)addr);
-  if (fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err) == FL_OK) {
-    L->fast++;
-    rc = 0;
-  } else if (err.backend_submitted) {
-    fl_ext_raise_named(L->state, &err, plan->arg_names);
-    rc = -1;
-  } else {
-    rc = 2;
-  }
-  Py_DECREF(buf); /* Triton drops its buffer once the launch returns */
-done:
-  if (values != stack_values) PyMem_Free(values);
-  return rc;
+  int rc = fl_ext_scratch_launch((fl_PlanObject *)L->plan, &sc, full, nfull, stream, stream_obj, g, &err);
+  if (rc == 0) L->fast++;
+  if (rc == -2 || rc == -3) PyErr_Clear(); /* Triton's launcher reads the argument itself and raises */
+  return rc == -2 ? 1 : rc == -3 ? 2 : rc;
 }

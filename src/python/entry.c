@@ -226,41 +226,19 @@ static int grid_of_args(const EntryObject *self, PyObject *const *args, int64_t 
  * allocator returns: what it raises propagates, as from the stock launcher. */
 static Py_NO_INLINE PyObject *entry_scratch(EntryObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames,
                                             uint64_t stream, PyObject *stream_obj, const int64_t *grid) {
-  fl_PlanObject *plan = self->plan;
   size_t nfull = nargs + (size_t)self->nhidden;
   if (!stream_obj || nfull > FL_EXT_STACK_VALUES) return fallback(self, "scratch_call", false, args, nargs, kwnames);
   PyObject *full[FL_EXT_STACK_VALUES];
   for (size_t i = 0; i < nfull; i++) full[i] = i < nargs ? args[i] : Py_None; /* the address comes after */
-  fl_value values[FL_EXT_STACK_VALUES];
-  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
+  fl_ext_scratch_ref sc = {self->scratch_var, self->scratch_size, self->scratch_align, self->scratch_ctas,
+                           (size_t)self->nhidden, &self->scratch_ints};
   fl_error err;
-  uint32_t gu[3];
-  int rc = fl_ext_collect_checked(self->state, plan, full, nfull, values, tmaps, &err);
-  if (rc == -2) return NULL;
-  if (rc == 0 && fl_plan_resolve_grid(plan->plan, values, plan->args.nruntime, grid, gu, &err) != FL_OK) rc = -1;
-  if (rc < 0) return fallback(self, err.reason, err.stable, args, nargs, kwnames);
-  const int64_t g[3] = {gu[0], gu[1], gu[2]};
-  PyObject *buf = NULL;
-  uint64_t addr = 0;
-  if (fl_ext_scratch_alloc(self->state, self->scratch_var, self->scratch_size, self->scratch_align, self->scratch_ctas, g,
-                           stream, stream_obj, &self->scratch_ints, &buf, &addr) < 0)
-    return NULL;
-  /* The allocator ran Python code, which may have changed the arguments: read again, as the stock
-   * launcher reads them after allocating (the grid stays the one the allocation was sized for). */
-  rc = fl_ext_collect_checked(self->state, plan, full, nfull, values, tmaps, &err);
-  if (rc != 0) {
-    Py_DECREF(buf);
-    if (rc == -2) return NULL;
-    return fallback(self, "args_changed_by_allocator", false, args, nargs, kwnames);
-  }
-  values[plan->args.nruntime - (size_t)self->nhidden] = fl_ptr((const void *)(uintptr_t)addr);
-  fl_status s = fl_launch(plan->plan, stream, values, plan->args.nruntime, g, &err);
-  Py_DECREF(buf);
-  if (s == FL_OK) {
+  int rc = fl_ext_scratch_launch(self->plan, &sc, full, nfull, stream, stream_obj, grid, &err);
+  if (rc == 0) {
     FL_EXT_COUNT(self->calls);
     Py_RETURN_NONE;
   }
-  if (err.backend_submitted) return fl_ext_raise(self->state, &err);
+  if (rc < 0) return NULL; /* the allocator's or an argument's exception, or a failed submit, raised */
   return fallback(self, err.reason, err.stable, args, nargs, kwnames);
 }
 

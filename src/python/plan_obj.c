@@ -439,11 +439,10 @@ static PyObject *plan_resolve_grid(PyObject *op, PyObject *argtuple) {
   PyObject *const *args = &PyTuple_GET_ITEM(argtuple, 0);
   Py_ssize_t nargs = PyTuple_GET_SIZE(argtuple);
   /* resolve_grid(*args): the grid a launch with these arguments would use. Every path takes what a
-   * launch takes: past the stack array, the values go on the heap, as in fl_ext_plan_launch. */
-  fl_value stack_values[FL_EXT_STACK_VALUES];
-  fl_value *values = stack_values;
-  if (self->args.nruntime > FL_EXT_STACK_VALUES && !(values = PyMem_Malloc(self->args.nruntime * sizeof *values)))
-    return PyErr_NoMemory();
+   * launch takes (call_args.h's fl_ext_values: the stack, or the heap past it). */
+  fl_ext_values home;
+  fl_value *values = fl_ext_values_get(&home, self->args.nruntime);
+  if (!values) return NULL;
   fl_error err;
   PyObject *result = NULL;
   uint32_t g[3];
@@ -452,7 +451,7 @@ static PyObject *plan_resolve_grid(PyObject *op, PyObject *argtuple) {
   if (r == 0 && fl_plan_resolve_grid(self->plan, values, self->args.nruntime, NULL, g, &err) != FL_OK) r = -1;
   if (r == 0) result = Py_BuildValue("(III)", g[0], g[1], g[2]);
   else if (r == -1) fl_ext_raise_named(self->state, &err, self->arg_names);
-  if (values != stack_values) PyMem_Free(values);
+  fl_ext_values_put(&home);
   return result;
 }
 

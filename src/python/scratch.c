@@ -1,9 +1,10 @@
 /* scratch.c: global scratch as Triton's launcher gets it for a kernel whose metadata asks for it:
  * the allocator triton.set_allocator set (its ContextVar, read per call) called with the launch's
  * size (programs x num_ctas x bytes per CTA), alignment and stream, and the buffer's address read as
- * the launcher reads its scratch pointers. For a kept compiled kernel's call (compiled_values.c) and
- * the JIT's (jit.c). Depends on ext.h only. */
-#include "ext.h"
+ * the launcher reads its scratch pointers; and the scratch launch sequence of a plan (call_args.h's
+ * fl_ext_scratch_launch) for a kept compiled kernel's call (compiled_values.c) and the Inductor entry
+ * (entry.c); the JIT's allocates here too (jit_launch.c). */
+#include "call_args.h"
 
 /* The buffer's address as Triton's launcher reads its scratch pointers (extractPointer): None is 0,
  * an int is itself, anything else its data_ptr(), which must give an int; with Triton's errors.
@@ -73,4 +74,45 @@ int fl_ext_scratch_alloc(fl_ext_state *st, PyObject *var, uint64_t size, uint64_
   if (*buf && buffer_address(st, *buf, addr) == 0) return 0;
   Py_CLEAR(*buf);
   return -1;
+}
+
+int fl_ext_scratch_launch(fl_PlanObject *plan, const fl_ext_scratch_ref *sc, PyObject *const *full, size_t nfull,
+                          uint64_t stream, PyObject *stream_obj, const int64_t *grid, fl_error *err) {
+  fl_ext_state *st = plan->state;
+  size_t n = plan->args.nruntime;
+  fl_ext_values home;
+  fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
+  fl_value *values = fl_ext_values_get(&home, n);
+  if (!values) return -1;
+  uint32_t gu[3];
+  int rc = fl_ext_collect_checked(st, plan, full, nfull, values, tmaps, err);
+  if (rc == 0 && fl_plan_resolve_grid(plan->plan, values, n, grid, gu, err) != FL_OK) rc = -1;
+  if (rc != 0) {
+    fl_ext_values_put(&home);
+    return rc == -2 ? -2 : 1;
+  }
+  const int64_t g[3] = {gu[0], gu[1], gu[2]};
+  PyObject *buf = NULL;
+  uint64_t addr = 0;
+  if (fl_ext_scratch_alloc(st, sc->var, sc->size, sc->align, sc->ctas, g, stream, stream_obj, sc->ints, &buf, &addr) < 0) {
+    fl_ext_values_put(&home);
+    return -1;
+  }
+  /* The allocator ran Python code: read again (the grid stays the one the buffer was sized for). */
+  rc = fl_ext_collect_checked(st, plan, full, nfull, values, tmaps, err);
+  if (rc == 0) {
+    values[n - sc->nhidden] = fl_ptr((const void *)(uintptr_t)addr);
+    if (fl_launch(plan->plan, stream, values, n, g, err) == FL_OK) rc = 0;
+    else if (err->backend_submitted) rc = (fl_ext_raise_named(st, err, plan->arg_names), -1);
+    else rc = 2;
+  } else if (rc == -2) {
+    rc = -3;
+  } else {
+    snprintf(err->reason, sizeof err->reason, "args_changed_by_allocator");
+    err->stable = false;
+    rc = 2;
+  }
+  Py_DECREF(buf); /* dropped once the launch returns, as the launchers drop theirs */
+  fl_ext_values_put(&home);
+  return rc;
 }
