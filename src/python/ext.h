@@ -496,6 +496,12 @@ int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint6
 int fl_ext_hooks_exit(fl_ext_hooks *h);
 PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_t g[3], PyObject *const *args,
                                  size_t nargs);
+/* Triton's run from the launch on, for a call fastlaunch read the device, stream and grid of and then
+ * hands back after Python code ran (a grid callable that switched the device or stream): the
+ * metadata, the hooks read, the kernel's launcher called with them and with the stream and grid read
+ * before (never read again, as Triton's run reads them once). Its result, or NULL. */
+PyObject *fl_ext_launcher_tail(fl_ext_state *st, PyObject *kernel, PyObject *grid, const int64_t g[3], uint64_t stream,
+                               PyObject *const *args, size_t nargs);
 void fl_ext_hooks_release(fl_ext_hooks *h);
 PyObject *fl_ext_set_launch_knobs(PyObject *module, PyObject *knobs);
 /* jit.c: a JitDispatcher called as kernel[grid](*args, **kwargs) is (grid given apart). */

@@ -355,8 +355,22 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
     res = kernel;
     goto done;
   }
+  if (r > 0 && python) { /* refused after Python ran (the grid callable may have switched the device or
+                          * stream): Triton's run from its launch on, with the stream and grid read */
+    fl_jit_count_stock(self, err.reason, NULL);
+    PyObject *given = PyCallable_Check(grid) ? Py_BuildValue("(LLL)", (long long)g[0], (long long)g[1], (long long)g[2])
+                                             : Py_NewRef(grid);
+    PyObject *ran = given ? fl_ext_launcher_tail(self->state, kernel, given, g, stream, b.vals,
+                                                 (size_t)PyTuple_GET_SIZE(self->param_names)) : NULL;
+    Py_XDECREF(given);
+    if (ran) {
+      Py_DECREF(ran);
+      res = kernel; /* Triton's run returns the kernel */
+      goto done;
+    }
+  }
   Py_DECREF(kernel);
-  if (r > 0) res = STOCK(err.reason, NULL);
+  if (r > 0 && !python) res = STOCK(err.reason, NULL);
 done:
   fl_jit_values_release(&vals);
   fl_jit_values_release(&again);

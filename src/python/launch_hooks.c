@@ -33,9 +33,12 @@ static int call_hook(PyObject *hook, PyObject *md) {
   return 0;
 }
 
-int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64_t stream, PyObject *stream_obj,
-                       PyObject *const *args, size_t nargs, fl_ext_hooks *h) {
+/* The metadata made (kernel.launch_metadata(grid, stream, *args)) and the hooks read after it, as
+ * Triton's run does: h filled, *enter a new reference. 0, or -1 with an exception (h released). */
+static int hooks_read(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64_t stream, PyObject *stream_obj,
+                      PyObject *const *args, size_t nargs, fl_ext_hooks *h, PyObject **enter) {
   h->md = h->exit_hook = NULL;
+  *enter = NULL;
   h->stream = stream_obj ? Py_NewRef(stream_obj) : PyLong_FromUnsignedLongLong(stream);
   PyObject *holder = FL_EXT_STATE_OBJ(st->launch_knobs); /* read once: another thread may set it */
   if (!h->stream || nargs > FL_EXT_HOOK_MAX_ARGS || !holder) {
@@ -47,17 +50,27 @@ int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint6
   /* A spare slot before the kernel: the callee may use it (PY_VECTORCALL_ARGUMENTS_OFFSET). */
   PyObject *margs[4 + FL_EXT_HOOK_MAX_ARGS] = {NULL, kernel, grid, h->stream};
   for (size_t i = 0; i < nargs; i++) margs[4 + i] = args[i];
-  PyObject *enter = NULL, *knobs = NULL;
+  PyObject *knobs = NULL;
   Py_INCREF(holder);
   h->md = PyObject_VectorcallMethod(st->str_launch_metadata, margs + 1, (3 + nargs) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     NULL);
   if (h->md) knobs = PyObject_GetAttrString(holder, "runtime"); /* then the hooks, as Triton's run reads them */
-  if (knobs) enter = PyObject_GetAttr(knobs, st->str_launch_enter_hook);
-  if (enter) h->exit_hook = PyObject_GetAttr(knobs, st->str_launch_exit_hook);
-  int rc = h->exit_hook ? call_hook(enter, h->md) : -1;
-  Py_XDECREF(enter);
+  if (knobs) *enter = PyObject_GetAttr(knobs, st->str_launch_enter_hook);
+  if (*enter) h->exit_hook = PyObject_GetAttr(knobs, st->str_launch_exit_hook);
   Py_XDECREF(knobs);
   Py_DECREF(holder);
+  if (h->exit_hook) return 0;
+  Py_CLEAR(*enter);
+  fl_ext_hooks_release(h);
+  return -1;
+}
+
+int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64_t stream, PyObject *stream_obj,
+                       PyObject *const *args, size_t nargs, fl_ext_hooks *h) {
+  PyObject *enter;
+  if (hooks_read(st, kernel, grid, stream, stream_obj, args, nargs, h, &enter) < 0) return -1;
+  int rc = call_hook(enter, h->md);
+  Py_DECREF(enter);
   if (rc < 0) fl_ext_hooks_release(h);
   return rc;
 }
@@ -79,16 +92,17 @@ int fl_ext_hooks_exit(fl_ext_hooks *h) {
   return rc;
 }
 
-/* kernel.run(g0, g1, g2, stream, function, packed_metadata, metadata, None, exit, *args). */
-PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_t g[3], PyObject *const *args,
-                                 size_t nargs) {
+/* kernel.run(g0, g1, g2, stream, function, packed_metadata, metadata, enter, exit, *args): the
+ * kernel's launcher (Triton's, fastlaunch's depth counted), h released. */
+static PyObject *launcher_call(fl_ext_hooks *h, PyObject *enter, PyObject *kernel, const int64_t g[3],
+                               PyObject *const *args, size_t nargs) {
   PyObject *res = NULL, *run = PyObject_GetAttrString(kernel, "run");
   PyObject *fn = run ? PyObject_GetAttrString(kernel, "function") : NULL;
   PyObject *packed = fn ? PyObject_GetAttrString(kernel, "packed_metadata") : NULL;
   PyObject *gx = packed ? PyLong_FromLongLong(g[0]) : NULL, *gy = gx ? PyLong_FromLongLong(g[1]) : NULL;
   PyObject *gz = gy ? PyLong_FromLongLong(g[2]) : NULL;
   if (gz) {
-    PyObject *full[9 + FL_EXT_HOOK_MAX_ARGS] = {gx, gy, gz, h->stream, fn, packed, h->md, Py_None, h->exit_hook};
+    PyObject *full[9 + FL_EXT_HOOK_MAX_ARGS] = {gx, gy, gz, h->stream, fn, packed, h->md, enter, h->exit_hook};
     for (size_t i = 0; i < nargs && i < FL_EXT_HOOK_MAX_ARGS; i++) full[9 + i] = args[i];
     fl_ext_triton_depth++;
     res = PyObject_Vectorcall(run, full, 9 + (nargs < FL_EXT_HOOK_MAX_ARGS ? nargs : FL_EXT_HOOK_MAX_ARGS), NULL);
@@ -101,5 +115,20 @@ PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_
   Py_XDECREF(fn);
   Py_XDECREF(run);
   fl_ext_hooks_release(h);
+  return res;
+}
+
+PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_t g[3], PyObject *const *args,
+                                 size_t nargs) {
+  return launcher_call(h, Py_None, kernel, g, args, nargs); /* enter ran */
+}
+
+PyObject *fl_ext_launcher_tail(fl_ext_state *st, PyObject *kernel, PyObject *grid, const int64_t g[3], uint64_t stream,
+                               PyObject *const *args, size_t nargs) {
+  fl_ext_hooks h;
+  PyObject *enter;
+  if (hooks_read(st, kernel, grid, stream, NULL, args, nargs, &h, &enter) < 0) return NULL;
+  PyObject *res = launcher_call(&h, enter, kernel, g, args, nargs);
+  Py_DECREF(enter);
   return res;
 }

@@ -48,6 +48,10 @@ typedef struct stub_state {
    * bytes): param_sizes[i] bytes of parameter i, back to back in param_blob, while param_sizes[i]. */
   unsigned short param_sizes[64];
   unsigned char param_blob[4096];
+  /* Two devices, each with its primary context (handle 1 + device): the thread's current device (0
+   * unless a test sets it), whose context cuCtxGetCurrent answers; stub_current_stream answers
+   * stream_handle for device 0 and stream_handle + 0x1000 * device for the other. */
+  int device;
 } stub_state;
 
 __attribute__((visibility("default"))) stub_state stub;
@@ -57,10 +61,10 @@ __attribute__((visibility("default"))) stub_state stub;
 /* The stand-in driver's current device and stream for fastlaunch's JIT dispatcher, with the
  * signatures of torch's C shim (aoti_torch_get_current_device_index / _cuda_stream) that it calls on
  * a GPU; the Python driver's callables return the same values. */
-API stub_current_device(int32_t *device) { *device = 0; return 0; }
+API stub_current_device(int32_t *device) { *device = stub.device; return 0; }
 API stub_current_stream(int32_t device, void **stream) {
-  if (device != 0) return 1;
-  *stream = (void *)(uintptr_t)stub.stream_handle;
+  if (device < 0 || device > 1) return 1;
+  *stream = (void *)(uintptr_t)(stub.stream_handle + 0x1000u * (unsigned)device);
   return 0;
 }
 
@@ -69,7 +73,7 @@ API cuDriverGetVersion(int *v) { *v = stub.driver_version ? stub.driver_version 
 API cuGetErrorName(int r, const char **s) { (void)r; *s = "CUDA_ERROR_STUB"; return 0; }
 API cuGetErrorString(int r, const char **s) { (void)r; *s = "stub driver error"; return 0; }
 API cuDeviceGet(int *d, int ordinal) { *d = ordinal; return 0; }
-API cuDeviceGetCount(int *n) { *n = 1; return 0; }
+API cuDeviceGetCount(int *n) { *n = 2; return 0; }
 API cuDeviceGetAttribute(int *v, int attr, int dev) {
   (void)dev;
   switch (attr) {
@@ -86,10 +90,14 @@ API cuDeviceGetAttribute(int *v, int attr, int dev) {
   }
   return 0;
 }
-API cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = (void *)0x1; return 0; }
-API cuCtxGetCurrent(void **c) { *c = (void *)0x1; return 0; }
-API cuCtxSetCurrent(void *c) { (void)c; return 0; }
-API cuCtxGetDevice(int *d) { *d = 0; return 0; }
+API cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)(uintptr_t)(1 + dev); return dev < 0 || dev > 1; }
+API cuCtxGetCurrent(void **c) { *c = (void *)(uintptr_t)(1 + stub.device); return 0; }
+API cuCtxSetCurrent(void *c) {
+  uintptr_t h = (uintptr_t)c;
+  if (h == 1 || h == 2) stub.device = (int)h - 1;
+  return 0;
+}
+API cuCtxGetDevice(int *d) { *d = stub.device; return 0; }
 API cuCtxGetLimit(size_t *v, int limit) { (void)limit; *v = 1024; return 0; }
 API cuCtxSetLimit(int limit, size_t v) { (void)limit; (void)v; return 0; }
 API cuFuncGetAttribute(int *v, int attr, void *f) {

@@ -38,7 +38,7 @@ class StubState(ctypes.Structure):
                 ("params", (ctypes.c_ubyte * 8) * 256),
                 ("log_on", ctypes.c_int), ("nlog", ctypes.c_uint), ("log", LogEntry * 256),
                 ("tmap_calls", ctypes.c_uint64), ("driver_version", ctypes.c_int), ("tmap_fail", ctypes.c_int),
-                ("param_sizes", ctypes.c_ushort * 64), ("param_blob", ctypes.c_ubyte * 4096)]
+                ("param_sizes", ctypes.c_ushort * 64), ("param_blob", ctypes.c_ubyte * 4096), ("device", ctypes.c_int)]
 
 
 class _State:
@@ -187,6 +187,29 @@ def load(directory=None):
     d.get_benchmarker = lambda: _benchmark
     triton.runtime.driver.set_active(d)
     return _stub
+
+
+def two_devices(on=True):
+    """The driver's current device read from the stand-in (two devices, a context each: stub.device,
+    set by set_current_device), as torch's current device is on a machine with two GPUs; off: device 0
+    as load() sets it (a C callable, no Python frame: what the benchmarks' Triton alone calls)."""
+    import triton
+
+    d = triton.runtime.driver.active
+    state = _stub.state
+    state.device = 0
+    if on:
+        d.get_current_device = lambda: state.device
+        d.set_current_device = lambda device: setattr(state, "device", int(device))
+        d.get_current_stream = lambda device=None: STREAM + 0x1000 * (state.device if device is None else device)
+    else:
+        d.get_current_device = (0).__index__
+        d.set_current_device = lambda device: None
+        d.get_current_stream = {0: STREAM}.get
+    from fastlaunch import triton_jit
+
+    triton_jit.register_c_sources(d.get_current_device, _capsule(_stub.lib.stub_current_device, "device"),
+                                  d.get_current_stream, _capsule(_stub.lib.stub_current_stream, "stream"))
 
 
 def compile(fn, signature, constexprs=None, num_warps=4):

@@ -362,6 +362,40 @@ def s09_entry_scratch_many_map_values(env):
             and not fallbacks and exc is None), detail
 
 
+@check
+def s10_grid_switches_device_then_refused(env):
+    """Two devices on the stand-in driver, a context each: a grid callable that switches the current
+    device, on a kernel already bound, then the launch refused (cuda_context_changed: the plan's
+    context is device 0's). Triton read the device and the stream once, before the grid, and its
+    launcher gets device 0's stream; handed back, the call's launcher gets the same (before: Triton's
+    run read them again, the other device's stream and a variant compiled for it)."""
+    env.cuda_stub.two_devices(True)
+    drv = env.triton.runtime.driver.active
+    k = env.kernel()
+    try:
+        def scenario(fl, names):
+            x, y, _ = env.tensors()
+            named(names, x=x, y=y)
+            for _ in range(3):
+                k[(4,)](x, y, 1000, BLOCK=64)
+
+            def grid(meta):
+                drv.set_current_device(1)
+                return (2,)
+            streams = []
+            try:
+                k[grid](x, y, 600, BLOCK=64)
+                streams.append(env.stub.state.stream)
+            finally:
+                drv.set_current_device(0)
+            k[(3,)](x, y, 500, BLOCK=64)
+            streams.append(env.stub.state.stream)
+            return [hex(s) for s in streams]
+        return env.both(scenario)
+    finally:
+        env.cuda_stub.two_devices(False)
+
+
 def main(names):
     from fldev.jit_checks import run_checks
 
