@@ -43,22 +43,25 @@ static FL_EXT_COLD PyObject *stock(LaunchObject *L, PyObject *grid, const char *
   return res;
 }
 
-/* The grid as Triton's launcher takes it: its first three items, ints in [0, 2^31). 0, or 1. */
-static inline int grid_of(PyObject *grid, int64_t g[3]) {
-  PyObject *const *items;
-  if (PyTuple_CheckExact(grid) && PyTuple_GET_SIZE(grid) >= 3) {
-    items = &PyTuple_GET_ITEM(grid, 0);
-  } else if (PyList_CheckExact(grid) && PyList_GET_SIZE(grid) >= 3) {
-    items = PySequence_Fast_ITEMS(grid);
-  } else {
-    return 1;
-  }
+static inline int grid_items(PyObject *const *items, int64_t g[3]) {
   for (int i = 0; i < 3; i++) {
     uint64_t w;
     if (!PyLong_CheckExact(items[i]) || !fl_ext_int_word(items[i], &w) || w > INT32_MAX) return 1;
     g[i] = (int64_t)w;
   }
   return 0;
+}
+
+/* The grid as Triton's launcher takes it: its first three items, ints in [0, 2^31). 0, or 1. A list's
+ * items are read while it is held (another thread may change it: free-threaded builds). */
+static inline int grid_of(PyObject *grid, int64_t g[3]) {
+  if (PyTuple_CheckExact(grid) && PyTuple_GET_SIZE(grid) >= 3) return grid_items(&PyTuple_GET_ITEM(grid, 0), g);
+  if (!PyList_CheckExact(grid)) return 1;
+  int r;
+  Py_BEGIN_CRITICAL_SECTION(grid);
+  r = PyList_GET_SIZE(grid) < 3 || grid_items(PySequence_Fast_ITEMS(grid), g);
+  Py_END_CRITICAL_SECTION();
+  return r;
 }
 
 /* Triton's runner for a compiled[grid] call (fl_compiled_hooked's to_triton). */

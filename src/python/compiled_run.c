@@ -20,6 +20,7 @@ typedef struct {
   PyObject *attach;     /* lazy: attach(kernel) -> its CompiledLaunch, called at the first direct call */
   PyObject *kernel;     /* lazy: the kernel, until attached */
   int attaching;        /* attach running: calls meanwhile are Triton's */
+  int detached;         /* detach() ran (a disable(), perhaps from inside attach): never served again */
   PyObject *stock;      /* Triton's launcher */
   PyObject *function;   /* kernel.function (int) */
   PyObject *packed;     /* kernel.packed_metadata, matched by identity */
@@ -131,7 +132,7 @@ static FL_EXT_COLD void attach_now(RunObject *r) {
   PyObject *L = PyObject_CallOneArg(attach, kernel);
   r->attaching = 0;
   if (!L) PyErr_WriteUnraisable(attach);
-  if (L && Py_TYPE(L) == fl_compiled_launch_type && ((LaunchObject *)L)->plan && !r->launch)
+  if (L && Py_TYPE(L) == fl_compiled_launch_type && ((LaunchObject *)L)->plan && !r->launch && !r->detached)
     r->launch = (LaunchObject *)Py_NewRef(L);
   Py_XDECREF(L);
   Py_DECREF(attach);
@@ -200,6 +201,7 @@ static PyObject *run_detach_unlocked(PyObject *op, PyObject *unused) {
   RunObject *self = (RunObject *)op;
   LaunchObject *L = self->launch;
   PyObject *attach = self->attach, *kernel = self->kernel;
+  self->detached = 1;
   self->launch = NULL;
   self->attach = self->kernel = NULL;
   Py_XDECREF(L);

@@ -104,8 +104,13 @@ static int tuple_like(PyTypeObject *t) {
 int fl_jit_read_grid(PyObject *grid, int64_t g[3]) {
   if (PyTuple_Check(grid) && (static_type(Py_TYPE(grid)) || tuple_like(Py_TYPE(grid)))) /* tuple, torch.Size, a namedtuple */
     return PyTuple_GET_SIZE(grid) < 1 || read_items(&PyTuple_GET_ITEM(grid, 0), PyTuple_GET_SIZE(grid), g);
-  if (PyList_CheckExact(grid))
-    return PyList_GET_SIZE(grid) < 1 || read_items(&PyList_GET_ITEM(grid, 0), PyList_GET_SIZE(grid), g);
+  if (PyList_CheckExact(grid)) { /* its items held while read: another thread may change the list (3.13t) */
+    int r;
+    Py_BEGIN_CRITICAL_SECTION(grid);
+    r = PyList_GET_SIZE(grid) < 1 || read_items(&PyList_GET_ITEM(grid, 0), PyList_GET_SIZE(grid), g);
+    Py_END_CRITICAL_SECTION();
+    return r;
+  }
   if (!static_type(Py_TYPE(grid)) || PyCallable_Check(grid)) return 1;
   return read_object(grid, g);
 }

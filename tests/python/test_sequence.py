@@ -16,7 +16,8 @@ from test_reentry import _run  # noqa: E402
 CHECKS = ["s01_run_enter_hook_moves_storage", "s02_compiled_enter_hook_moves_storage",
           "s03_jit_enter_hook_moves_storage", "s05_grid_sets_plain_hook", "s06_knobs_runtime_replaced",
           "s07_grid_changes_a_global", "s08_memo_scratch_allocator_toggles_and_moves",
-          "s09_entry_scratch_many_map_values", "s10_grid_switches_device_then_refused"]
+          "s09_entry_scratch_many_map_values", "s10_grid_switches_device_then_refused",
+          "s11_run_detached_inside_attach"]
 
 
 @pytest.fixture(scope="module")

@@ -396,6 +396,37 @@ def s10_grid_switches_device_then_refused(env):
         env.cuda_stub.two_devices(False)
 
 
+@check
+def s11_run_detached_inside_attach(env):
+    """compiled.run(...) called directly on a lazy CompiledRun whose attach (the first direct call's)
+    meets a disable(): disable() detaches every served run (here from inside attach, as a __del__ in a
+    GC pass during it could). The run stays detached: this call and the next are Triton's launcher's,
+    launched once each (before: attach's launch was installed after the detach, served from then on)."""
+    from fastlaunch import triton_compiled as tc
+
+    k = env.kernel()
+    x, y, _ = env.tensors()
+    ck = k[(4,)](x, y, 1000, BLOCK=64)
+    slot = vars(ck).get("_run", vars(ck).get("run"))
+    stock = getattr(slot, "stock", slot)
+    holder = {}
+
+    def attach(kernel):
+        holder["run"].detach()
+        return tc._attach(kernel)
+    run = _C.CompiledRun(ck, stock, attach=attach)
+    holder["run"] = run
+
+    def calls():
+        for n in (500, 400):
+            run(2, 1, 1, env.cuda_stub.STREAM, ck.function, ck.packed_metadata, None, None, None, x, y, n, 64)
+    got, exc = env.launches(calls)
+    launch = tc.launch_of(ck)
+    fast = launch.counts()["fast"] if launch is not None else 0
+    detail = {"launches": got, "exc": exc, "served_after": run.launch is not None, "fast": fast}
+    return ([g[3] for g in got] == [500, 400] and exc is None and run.launch is None and fast == 0), detail
+
+
 def main(names):
     from fldev.jit_checks import run_checks
 
