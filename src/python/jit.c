@@ -277,6 +277,46 @@ fail:
   return NULL;
 }
 
+/* Triton's run from its launch on, for a call whose device, stream and grid were read here and that
+ * is handed back after Python code ran (launch_hooks.c's fl_ext_launcher_tail): the kernel's launcher
+ * with them, never read again. The arguments are the binding's, or the mapping's values where the
+ * grid callable wrote it (Triton launches what it wrote). The grid given to launch_metadata is the
+ * callable's answer (`grid` a callable computed in C: its ints). The kernel, as Triton's run returns
+ * it, or NULL. */
+static FL_EXT_COLD PyObject *launch_tail(JitObject *self, PyObject *kernel, PyObject *grid, const int64_t g[3],
+                                         uint64_t stream, PyObject *meta, PyObject *const *bound) {
+  PyObject *vals[FL_EXT_HOOK_MAX_ARGS];
+  PyObject *const *args = bound;
+  size_t n = (size_t)PyTuple_GET_SIZE(self->param_names);
+  Py_INCREF(kernel); /* Python code runs from here on: the entry may be cleared */
+  if (meta) { /* held by the caller through the call */
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    n = 0;
+    while (PyDict_Next(meta, &pos, &k, &v))
+      if (n < FL_EXT_HOOK_MAX_ARGS) vals[n++] = v;
+    if ((size_t)PyDict_GET_SIZE(meta) > FL_EXT_HOOK_MAX_ARGS) {
+      Py_DECREF(kernel);
+      return PyErr_Format(PyExc_RuntimeError, "fastlaunch: a grid callable's mapping of more than %d values",
+                          FL_EXT_HOOK_MAX_ARGS);
+    }
+    for (size_t i = 0; i < n; i++) Py_INCREF(vals[i]); /* the launcher's own code may change the mapping */
+    args = vals;
+  }
+  PyObject *given = PyCallable_Check(grid) ? Py_BuildValue("(LLL)", (long long)g[0], (long long)g[1], (long long)g[2])
+                                           : Py_NewRef(grid);
+  PyObject *ran = given ? fl_ext_launcher_tail(self->state, kernel, given, g, stream, args, n) : NULL;
+  Py_XDECREF(given);
+  if (meta)
+    for (size_t i = 0; i < n; i++) Py_DECREF(vals[i]);
+  if (!ran) {
+    Py_DECREF(kernel);
+    return NULL;
+  }
+  Py_DECREF(ran);
+  return kernel;
+}
+
 /* The full path: bind, key, table; then the memo holds what a fast call found. Triton's order from
  * the binding on: the arguments read (the key; data_ptr() and dtype of a tensor the door declines),
  * then the grid (the callable called with the mapping), then the hooks and the launch values read
@@ -325,7 +365,12 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   else if (changed) why = "grid_wrote_mapping";
   else if (fl_jit_hooked(self) != hooked) why = "launch_hooks_changed"; /* set or cleared by the grid */
   else if (r < 0) why = "grid_unreadable";
-  if (why || why_obj) {
+  if (why && r == 0) { /* the grid read: Triton's run from its launch on, with what was read */
+    fl_jit_count_stock(self, why, NULL);
+    res = launch_tail(self, e->kernel, computed ? computed : grid, g, stream, changed ? meta : NULL, b.vals);
+    goto done;
+  }
+  if (why || why_obj) { /* the grid not read here: Triton's run reads its answer (replayed, not called again) */
     PyObject *replay = computed ? fl_jit_replay_grid(self, computed, meta, changed) : Py_NewRef(grid);
     if (replay) res = fl_jit_stock(self, replay, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
     Py_XDECREF(replay);
@@ -358,19 +403,11 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   if (r > 0 && python) { /* refused after Python ran (the grid callable may have switched the device or
                           * stream): Triton's run from its launch on, with the stream and grid read */
     fl_jit_count_stock(self, err.reason, NULL);
-    PyObject *given = PyCallable_Check(grid) ? Py_BuildValue("(LLL)", (long long)g[0], (long long)g[1], (long long)g[2])
-                                             : Py_NewRef(grid);
-    PyObject *ran = given ? fl_ext_launcher_tail(self->state, kernel, given, g, stream, b.vals,
-                                                 (size_t)PyTuple_GET_SIZE(self->param_names)) : NULL;
-    Py_XDECREF(given);
-    if (ran) {
-      Py_DECREF(ran);
-      res = kernel; /* Triton's run returns the kernel */
-      goto done;
-    }
+    res = launch_tail(self, kernel, grid, g, stream, NULL, b.vals);
+  } else if (r > 0) {
+    res = STOCK(err.reason, NULL);
   }
   Py_DECREF(kernel);
-  if (r > 0 && !python) res = STOCK(err.reason, NULL);
 done:
   fl_jit_values_release(&vals);
   fl_jit_values_release(&again);
