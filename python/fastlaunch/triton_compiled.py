@@ -74,6 +74,10 @@ def enable(attach_jit, *, backend=None) -> None:
     stock = CompiledKernel.__getitem__
     _state.update(getitem=(CompiledKernel, had, stock), backend=backend, attach_jit=attach_jit)
     CompiledKernel.__getitem__ = _C.CompiledSubscript(stock, _attach)
+    prop = CompiledKernel.__dict__.get("run")
+    if isinstance(prop, property):  # Triton 3.7 on: `run` read in C (the launcher in _run), no Python frame
+        CompiledKernel.run = _C.RunProperty(prop, "_run")
+        _state["run_property"] = prop
 
 
 @locked
@@ -86,6 +90,9 @@ def disable() -> None:
         cls.__getitem__ = stock
     elif "__getitem__" in cls.__dict__:
         del cls.__getitem__
+    prop = _state.pop("run_property", None)
+    if prop is not None:
+        cls.run = prop
     for kernel in members(_attached):
         kernel.__dict__.pop("_fastlaunch_launch", None)  # its dispatcher was the old JIT's
     for kernel in members(_runs):

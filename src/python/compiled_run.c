@@ -289,13 +289,119 @@ static PyType_Spec run_spec = {
     .slots = run_slots,
 };
 
-int fl_ext_add_compiled_run_type(PyObject *module, fl_ext_state *st) {
-  (void)st;
-  PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &run_spec, NULL);
-  if (!type || PyModule_AddType(module, type) < 0) {
-    Py_XDECREF(type);
+/* ---- RunProperty: CompiledKernel.run while fastlaunch serves Triton ----
+ * From Triton 3.7 on `run` is a Python property over the instance's `_run` (the launcher, loaded at
+ * first use), read on every `compiled.run(...)` call in front of the launcher. While served, the
+ * class's `run` is this C descriptor: the instance's `_run` read from its dict (Triton's launcher, or
+ * fastlaunch's CompiledRun in its place), and the property's own getter when there is none yet (it
+ * loads the kernel, as before). Setting and deleting are the property's. */
+typedef struct {
+  PyObject_HEAD
+  PyObject *prop; /* Triton's property */
+  PyObject *name; /* the instance attribute it reads ("_run") */
+} PropObject;
+
+static PyObject *prop_get(PyObject *op, PyObject *obj, PyObject *type) {
+  PropObject *p = (PropObject *)op;
+  if (obj && obj != Py_None) {
+    PyObject **dictptr = _PyObject_GetDictPtr(obj);
+    PyObject *dict = dictptr ? *dictptr : NULL, *v = NULL;
+    if (dict) {
+      Py_INCREF(dict);
+      int r = PyDict_GetItemRef(dict, p->name, &v);
+      Py_DECREF(dict);
+      if (r < 0) return NULL;
+      if (v && v != Py_None) return v;
+      Py_XDECREF(v);
+    }
+  }
+  PyObject *prop = Py_NewRef(p->prop);
+  PyObject *res = Py_TYPE(prop)->tp_descr_get ? Py_TYPE(prop)->tp_descr_get(prop, obj, type) : Py_NewRef(prop);
+  Py_DECREF(prop);
+  return res;
+}
+
+static int prop_set(PyObject *op, PyObject *obj, PyObject *value) {
+  PropObject *p = (PropObject *)op;
+  descrsetfunc set = Py_TYPE(p->prop)->tp_descr_set;
+  if (!set) {
+    PyErr_Format(PyExc_AttributeError, "property of '%.80s' object has no setter", Py_TYPE(obj)->tp_name);
     return -1;
   }
-  Py_DECREF(type); /* the module holds it */
+  PyObject *prop = Py_NewRef(p->prop);
+  int r = set(prop, obj, value);
+  Py_DECREF(prop);
+  return r;
+}
+
+static PyObject *prop_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"prop", "name", NULL};
+  PyObject *prop, *name;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OU:RunProperty", kwlist, &prop, &name)) return NULL;
+  if (!Py_TYPE(prop)->tp_descr_get) return PyErr_Format(PyExc_TypeError, "RunProperty: prop is not a descriptor");
+  PropObject *self = (PropObject *)type->tp_alloc(type, 0);
+  if (!self) return NULL;
+  self->prop = Py_NewRef(prop);
+  self->name = Py_NewRef(name);
+  PyUnicode_InternInPlace(&self->name);
+  return (PyObject *)self;
+}
+
+static int prop_traverse(PyObject *op, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(((PropObject *)op)->prop);
+  return 0;
+}
+
+static int prop_clear(PyObject *op) {
+  Py_CLEAR(((PropObject *)op)->prop);
+  Py_CLEAR(((PropObject *)op)->name);
+  return 0;
+}
+
+static void prop_dealloc(PyObject *op) {
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  prop_clear(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
+static PyMemberDef prop_members[] = {
+    {"stock", Py_T_OBJECT_EX, offsetof(PropObject, prop), Py_READONLY, "Triton's property"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot prop_slots[] = {
+    {Py_tp_new, prop_new},
+    {Py_tp_dealloc, prop_dealloc},
+    {Py_tp_traverse, prop_traverse},
+    {Py_tp_clear, prop_clear},
+    {Py_tp_descr_get, prop_get},
+    {Py_tp_descr_set, prop_set},
+    {Py_tp_members, prop_members},
+    {Py_tp_doc, "RunProperty(prop, name)\n--\n\nCompiledKernel.run while fastlaunch serves Triton: the instance's "
+                "attribute `name` read in C when set, else Triton's property `prop`."},
+    {0, NULL},
+};
+
+static PyType_Spec prop_spec = {
+    .name = "fastlaunch._C.RunProperty",
+    .basicsize = sizeof(PropObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = prop_slots,
+};
+
+int fl_ext_add_compiled_run_type(PyObject *module, fl_ext_state *st) {
+  (void)st;
+  PyType_Spec *specs[] = {&run_spec, &prop_spec};
+  for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, specs[i], NULL);
+    if (!type || PyModule_AddType(module, type) < 0) {
+      Py_XDECREF(type);
+      return -1;
+    }
+    Py_DECREF(type); /* the module holds it */
+  }
   return 0;
 }

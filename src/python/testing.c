@@ -228,13 +228,15 @@ __attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop(PyOb
   return Py_None;
 }
 
-/* n calls of obj[key](*args, **kwargs): Triton's `kernel[grid](...)`, subscript included. */
+/* n calls of obj[key](*args, **kwargs): Triton's `kernel[grid](...)`, subscript included; with attr,
+ * of getattr(obj, key)(...): `compiled.run(...)`, the attribute read per call as callers read it. */
 __attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop_subscript(
-    PyObject *obj, PyObject *key, PyObject *const *argv, size_t nargs, PyObject *kwnames, long long n, long long *ns) {
+    PyObject *obj, PyObject *key, PyObject *const *argv, size_t nargs, PyObject *kwnames, long long n, long long *ns,
+    int attr) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (long long i = 0; i < n; i++) {
-    PyObject *call = PyObject_GetItem(obj, key);
+    PyObject *call = attr ? PyObject_GetAttr(obj, key) : PyObject_GetItem(obj, key);
     if (!call) return NULL;
     PyObject *r = PyObject_Vectorcall(call, argv, nargs, kwnames);
     Py_DECREF(call);
@@ -248,7 +250,8 @@ __attribute__((visibility("default"))) Py_NO_INLINE PyObject *fl_bench_loop_subs
 
 /* n calls of callable(*call_args, **kwargs), or of callable[key](...) when key is given, in a C loop
  * holding its own references to every argument (the loop calls arbitrary code): nanoseconds. */
-static PyObject *bench_calls(PyObject *callable, PyObject *key, PyObject *call_args, PyObject *kwargs, long long n) {
+static PyObject *bench_calls(PyObject *callable, PyObject *key, PyObject *call_args, PyObject *kwargs, long long n,
+                             int attr) {
   Py_ssize_t nargs = PyTuple_GET_SIZE(call_args), nkw = PyDict_GET_SIZE(kwargs);
   PyObject **argv = PyMem_Calloc((size_t)(nargs + nkw) + 1, sizeof(PyObject *));
   PyObject *kwnames = nkw ? PyTuple_New(nkw) : NULL;
@@ -267,7 +270,7 @@ static PyObject *bench_calls(PyObject *callable, PyObject *key, PyObject *call_a
   Py_INCREF(callable);
   Py_XINCREF(key);
   long long ns = 0;
-  PyObject *ok = key ? fl_bench_loop_subscript(callable, key, argv, (size_t)nargs, kwnames, n, &ns)
+  PyObject *ok = key ? fl_bench_loop_subscript(callable, key, argv, (size_t)nargs, kwnames, n, &ns, attr)
                      : fl_bench_loop(callable, argv, (size_t)nargs, kwnames, n, &ns);
   if (ok) result = PyLong_FromLongLong(ns);
   Py_DECREF(callable);
@@ -285,7 +288,7 @@ static PyObject *ext_bench_loop(PyObject *module, PyObject *args) {
   long long n;
   if (!PyArg_ParseTuple(args, "OO!O!L:bench_loop", &callable, &PyTuple_Type, &call_args, &PyDict_Type, &kwargs, &n))
     return NULL;
-  return bench_calls(callable, NULL, call_args, kwargs, n);
+  return bench_calls(callable, NULL, call_args, kwargs, n, 0);
 }
 
 /* bench_subscript_loop(obj, key, args, kwargs, n) -> ns. */
@@ -296,7 +299,18 @@ static PyObject *ext_bench_subscript_loop(PyObject *module, PyObject *args) {
   if (!PyArg_ParseTuple(args, "OOO!O!L:bench_subscript_loop", &obj, &key, &PyTuple_Type, &call_args, &PyDict_Type,
                         &kwargs, &n))
     return NULL;
-  return bench_calls(obj, key, call_args, kwargs, n);
+  return bench_calls(obj, key, call_args, kwargs, n, 0);
+}
+
+/* bench_attr_loop(obj, name, args, kwargs, n) -> ns: getattr(obj, name)(*args, **kwargs) n times. */
+static PyObject *ext_bench_attr_loop(PyObject *module, PyObject *args) {
+  (void)module;
+  PyObject *obj, *name, *call_args, *kwargs;
+  long long n;
+  if (!PyArg_ParseTuple(args, "OUO!O!L:bench_attr_loop", &obj, &name, &PyTuple_Type, &call_args, &PyDict_Type, &kwargs,
+                        &n))
+    return NULL;
+  return bench_calls(obj, name, call_args, kwargs, n, 1);
 }
 
 /* bench_launch_loop(plan, args, stream, n) -> ns: the backend's own launch loop (for cuda, the
@@ -435,6 +449,9 @@ static PyMethodDef testing_methods[] = {
 
     {"bench_subscript_loop", ext_bench_subscript_loop, METH_VARARGS,
      "bench_subscript_loop($module, obj, key, args, kwargs, n, /)\n--\n\n-> ns: n calls of obj[key](*args, **kwargs) in C"},
+    {"bench_attr_loop", ext_bench_attr_loop, METH_VARARGS,
+     "bench_attr_loop($module, obj, name, args, kwargs, n, /)\n--\n\n-> ns: n calls of getattr(obj, name)(*args, **kwargs) "
+     "in C"},
     {"bench_loop", ext_bench_loop, METH_VARARGS,
      "bench_loop($module, callable, args, kwargs, n, /)\n--\n\n-> ns: n calls from a C loop, for benchmarks"},
     {"bench_launch_loop", ext_bench_launch_loop, METH_VARARGS,

@@ -32,9 +32,10 @@ def _run(tmp, *argv, timeout=1200):
                           cwd=ROOT)
 
 
-@pytest.fixture(scope="module")
-def checks(tmp_path_factory):
-    proc = _run(tmp_path_factory.mktemp("reentry"), "fldev.reentry_checks")
+def run_checks(tmp, module):
+    """A checks module (fldev.jit_checks.run_checks' form) run in a process of its own: its reports
+    by check name (a check that crashed the process has none)."""
+    proc = _run(tmp, module)
     out = {}
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
@@ -43,6 +44,11 @@ def checks(tmp_path_factory):
                 out[r["check"]] = r
     assert out, proc.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory):
+    return run_checks(tmp_path_factory.mktemp("reentry"), "fldev.reentry_checks")
 
 
 @pytest.mark.parametrize("name", DEFECTS)

@@ -4,14 +4,12 @@ run with Triton alone and with fastlaunch, compared launch by launch on the stan
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 pytest.importorskip("triton")
 pytest.importorskip("torch")
 
-from test_reentry import _run  # noqa: E402
+from test_reentry import run_checks  # noqa: E402
 
 CHECKS = ["s01_run_enter_hook_moves_storage", "s02_compiled_enter_hook_moves_storage",
           "s03_jit_enter_hook_moves_storage", "s05_grid_sets_plain_hook", "s06_knobs_runtime_replaced",
@@ -22,15 +20,7 @@ CHECKS = ["s01_run_enter_hook_moves_storage", "s02_compiled_enter_hook_moves_sto
 
 @pytest.fixture(scope="module")
 def checks(tmp_path_factory):
-    proc = _run(tmp_path_factory.mktemp("sequence"), "fldev.sequence_checks")
-    out = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            r = json.loads(line)
-            if "ok" in r:
-                out[r["check"]] = r
-    assert out, proc.stderr[-3000:]
-    return out
+    return run_checks(tmp_path_factory.mktemp("sequence"), "fldev.sequence_checks")
 
 
 def test_every_check_reported(checks):

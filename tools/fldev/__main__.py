@@ -24,6 +24,23 @@ def _setup_bench(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--_npu", metavar="JSON", help=argparse.SUPPRESS)
     parser.add_argument("--_hip", metavar="JSON", help=argparse.SUPPRESS)
     parser.add_argument("--_tma", metavar="JSON", help=argparse.SUPPRESS)
+    parser.add_argument("--_latency", metavar="JSON", help=argparse.SUPPRESS)
+
+
+def _child_rows(flag, quick):
+    """A bench part run in a process of its own (`fldev bench FLAG FILE`: the stand-in driver becomes
+    its libcuda): the rows it wrote."""
+    import json
+    import subprocess
+    import tempfile
+
+    from fldev import bench
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        cmd = [sys.executable, "-m", "fldev", "bench", flag, tmp.name] + (["--quick"] if quick else [])
+        subprocess.run(cmd, check=True, env=bench._with_tools_path())
+        with open(tmp.name) as f:
+            return json.load(f)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -40,6 +57,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             from fldev import tma_bench
 
             tma_bench.run_one(mode, int(n))
+        elif backend == "cuda-stub-latency":
+            from fldev import latency_bench
+
+            latency_bench.run_one(case, mode, int(n))
         elif backend == "npu-stub":
             from fldev import npu_bench
 
@@ -69,6 +90,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         with open(args._tma, "w") as f:
             json.dump(tma_bench.rows(quick=args.quick), f)
+        return 0
+    if args._latency:
+        # tritonbench's launch_latency cases over the stub (cuda-stub-latency), in a process of their own.
+        import json
+
+        from fldev import latency_bench
+
+        with open(args._latency, "w") as f:
+            json.dump(latency_bench.rows(quick=args.quick), f)
         return 0
     if args._npu:
         # The npu-stub backend in a process of its own: the stand-ins are its runtime and torch_npu.
@@ -117,13 +147,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         results += stub_results
         from fldev import tma_bench
 
-        with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-            cmd = [sys.executable, "-m", "fldev", "bench", "--_tma", tmp.name] + (["--quick"] if args.quick else [])
-            subprocess.run(cmd, check=True, env=bench._with_tools_path())
-            tma_results = json.load(open(tmp.name))
+        tma_results = _child_rows("--_tma", args.quick)
         print(f"\n{tma_bench.BACKEND}, {tma_bench.CASE}: "
               + ", ".join(f"{r['mode']} {r['ns_median']:.1f} ns" for r in tma_results))
         results += tma_results
+        from fldev import latency_bench
+
+        latency_results = _child_rows("--_latency", args.quick)
+        print()
+        latency_bench.table(latency_results)
+        results += latency_results
     if npu:
         import json
         import subprocess
@@ -163,12 +196,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                                            if b in backends] or ["null"]
         from fldev import tma_bench
 
+        from fldev import latency_bench
+
         if "cuda-stub" in chosen and any(r["backend"] == tma_bench.BACKEND for r in results):
             chosen = chosen + [tma_bench.BACKEND]  # descriptors and scratch: the stub's own rows
+        if "cuda-stub" in chosen and any(r["backend"] == latency_bench.BACKEND for r in results):
+            chosen = chosen + [latency_bench.BACKEND]  # the launch forms on tritonbench's cases
         for backend in chosen:
             cases = (bench.CASES[0][0] if backend == "null" else tma_bench.CASE if backend == tma_bench.BACKEND
-                     else "2 tensors + 1 int")
-            counts = bench.instructions(backend, [cases] if args.quick or backend != "null" else None)
+                     else None if backend == latency_bench.BACKEND else "2 tensors + 1 int")
+            counts = bench.instructions(backend, [cases] if cases and (args.quick or backend != "null") else None)
             print(f"\ninstructions per launch (callgrind, {backend} backend):")
             for (case, mode), n in counts.items():
                 print(f"  {case:20} {mode:20} {n:10.0f}")

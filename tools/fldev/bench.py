@@ -317,6 +317,11 @@ def instructions(backend="null", cases=None):
         from fldev import tma_bench
 
         modes, all_cases = list(tma_bench.MODES), [tma_bench.CASE]
+    elif backend == "cuda-stub-latency":
+        from fldev import latency_bench
+
+        # The fastlaunch forms the lines compare (Triton's own take minutes each under callgrind).
+        modes, all_cases = ["fastlaunch-jit", "fastlaunch-jit-kw", "fastlaunch-run"], [c[0] for c in latency_bench.CASES]
     elif backend == "npu-stub":
         from fldev import npu_bench
 

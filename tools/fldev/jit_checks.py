@@ -556,6 +556,16 @@ def grid_lambdas_compiled_when_first_met(env):
     return got == [((7, 1, 1), 0), ((13, 2, 1), 0)], got
 
 
+def registry():
+    """(CHECKS, check): a checks module's table and the decorator that files a check in it by name."""
+    checks = {}
+
+    def check(fn):
+        checks[fn.__name__] = fn
+        return fn
+    return checks, check
+
+
 def run_checks(checks, env, names, mark_start=False):
     """Runs the named checks (all when none), one JSON line each; with mark_start a line before each
     too, so a crash (an ASan report) names the check that ran. 1 when any failed."""

@@ -104,6 +104,9 @@ def _targets(table, backends, cases):
     from fldev import tma_bench
 
     out += tma_bench.lines(table)  # descriptors and scratch, their own rows (cuda-stub-tma)
+    from fldev import latency_bench
+
+    out += latency_bench.lines(table)  # tritonbench's launch_latency cases, every launch form (cuda-stub-latency)
     ins = {m: table.get(("cuda-stub", "2 tensors + 1 int", m), {}).get("instructions")
            for m in ("fastlaunch", "fastlaunch-dyngrid", "fastlaunch-jit", "inductor-stock")}
     for mode, bound in (("fastlaunch", 800), ("fastlaunch-dyngrid", 900), ("fastlaunch-jit", 2000)):
@@ -174,6 +177,14 @@ def section(bench_json, int_json=None) -> str:
                       "(its driver.c, built against the stand-in); fastlaunch-dyngrid torch's CachingAutotuner for an "
                       "MI300X, promoted. torch's ROCm stock path (its static launcher) cannot run here and is not "
                       "measured."]
+    if any(k[0] == "cuda-stub-latency" for k in table):
+        lines += ["", "cuda-stub-latency is cuda-stub's run of tritonbench's launch_latency cases (tools/fldev/"
+                      "latency_bench.py): `nop()` with no argument, `nop_with_args` with 19 (5 tensors, 9 ints of value "
+                      "1, 5 constexprs of 32) and a 58-argument one made the same way (14 tensors, 26 ints, 18 "
+                      "constexprs), each launch form without and with fastlaunch: kernel[(1,)](*args) positional "
+                      "(jit), with the constexprs by keyword (jit-kw), under @triton.autotune (autotune), and "
+                      "`compiled.run(1, 1, 1, stream, function, packed_metadata, None, None, None, *args)` on what "
+                      "kernel[grid] returned, `compiled.run` read on every call (run)."]
     if any(k[0] == "cuda-stub-tma" for k in table):
         lines += ["", "cuda-stub-tma is cuda-stub's run of kernels compiled for sm_90 that take tensor descriptors or "
                       "global scratch, in a process of its own (tools/fldev/tma_bench.py): triton-tma and "

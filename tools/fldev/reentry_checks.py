@@ -16,12 +16,9 @@ from fastlaunch import _C  # noqa: E402
 
 _C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
 
-CHECKS = {}
+from fldev.jit_checks import registry  # noqa: E402
 
-
-def check(fn):
-    CHECKS[fn.__name__] = fn
-    return fn
+CHECKS, check = registry()
 
 
 class Once:

@@ -15,44 +15,36 @@ from fastlaunch import _C  # noqa: E402
 
 _C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
 
-CHECKS = {}
+from fldev import reentry_checks  # noqa: E402
+from fldev.jit_checks import registry  # noqa: E402
+
+CHECKS, check = registry()
 
 
-def check(fn):
-    CHECKS[fn.__name__] = fn
-    return fn
+class Env(reentry_checks.Env):
+    """reentry_checks' (the stand-in driver, fastlaunch.triton enabled, fresh kernels), and each
+    scenario run on both sides."""
 
-
-class Env:
-    def __init__(self):
+    @property
+    def cuda_stub(self):
         from fldev import cuda_stub
 
-        self.stub = cuda_stub.load()
-        self.cuda_stub = cuda_stub
-        import torch
-        import triton
-        import triton.language as tl
-
-        import fastlaunch.triton as flt
-
-        flt.enable()
-        self.torch, self.triton, self.tl, self.flt = torch, triton, tl, flt
-
-    def kernel(self):
-        """A fresh kernel (its own dispatcher and tables)."""
-        tl = self.tl
-
-        def add(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
-
-        return self.triton.jit(add)
+        return cuda_stub
 
     def tensors(self):
         t = self.torch
         return t.zeros(4096), t.zeros(4096), t.zeros(4096)
 
-    def launches(self, fn):
+    def warm(self, k, names, grid=(4,)):
+        """Fresh tensors x, y, other (named on the side's launches), and k bound: a miss (Triton
+        compiles), a full call (the memo is set), a memo call."""
+        x, y, other = self.tensors()
+        named(names, x=x, y=y, other=other)
+        for _ in range(3):
+            k[grid](x, y, 1000, BLOCK=64)
+        return x, y, other
+
+    def logged(self, fn):
         """(grid, first word, second word, 32-bit third) of each launch fn() makes, and its exception."""
         self.stub.log(3)
         exc = None
@@ -85,11 +77,24 @@ class Env:
 
             def body():
                 ret["v"] = scenario(fl, names)
-            got, exc = self.launches(body)
+            got, exc = self.logged(body)
             named = [tuple(names.get(v, v) for v in launch) for launch in got]
             sides.append((named, exc, ret.get("v")))
         self.flt.enable()
         return sides[0] == sides[1], {"triton": sides[0], "fastlaunch": sides[1]}
+
+
+class enter_hook:
+    """triton.knobs.runtime.launch_enter_hook set to `hook` in the block, None after it."""
+
+    def __init__(self, env, hook):
+        self.knobs, self.hook = env.triton.knobs.runtime, hook
+
+    def __enter__(self):
+        self.knobs.launch_enter_hook = self.hook
+
+    def __exit__(self, *exc):
+        self.knobs.launch_enter_hook = None
 
 
 def named(names, **tensors):
@@ -127,7 +132,6 @@ def s02_compiled_enter_hook_moves_storage(env):
     """compiled[grid](*args) with triton.knobs.runtime.launch_enter_hook set to a plain function that
     moves x's storage: the address launched is the one Triton's launcher reads, after the hook."""
     k = env.kernel()
-    knobs = env.triton.knobs.runtime
 
     def scenario(fl, names):
         x, y, other = env.tensors()
@@ -139,11 +143,8 @@ def s02_compiled_enter_hook_moves_storage(env):
         def enter(md):
             calls.append(1)
             x.set_(other)
-        knobs.launch_enter_hook = enter
-        try:
+        with enter_hook(env, enter):
             ck[(3, 1, 1)](x, y, 500, 64)
-        finally:
-            knobs.launch_enter_hook = None
         return calls
     return env.both(scenario)
 
@@ -153,23 +154,16 @@ def s03_jit_enter_hook_moves_storage(env):
     """kernel[grid](...) with an enter hook (a plain function) that moves x's storage: Triton's
     launcher reads the pointers after it."""
     k = env.kernel()
-    knobs = env.triton.knobs.runtime
 
     def scenario(fl, names):
-        x, y, other = env.tensors()
-        named(names, x=x, y=y, other=other)
-        for _ in range(3):
-            k[(4,)](x, y, 1000, BLOCK=64)
+        x, y, other = env.warm(k, names)
         calls = []
 
         def enter(md):
             calls.append(1)
             x.set_(other)
-        knobs.launch_enter_hook = enter
-        try:
+        with enter_hook(env, enter):
             k[(3,)](x, y, 500, BLOCK=64)
-        finally:
-            knobs.launch_enter_hook = None
         return calls
     return env.both(scenario)
 
@@ -183,10 +177,7 @@ def s05_grid_sets_plain_hook(env):
     knobs = env.triton.knobs.runtime
 
     def scenario(fl, names):
-        x, y, _ = env.tensors()
-        named(names, x=x, y=y)
-        for _ in range(3):
-            k[(4,)](x, y, 1000, BLOCK=64)
+        x, y, _ = env.warm(k, names)
         calls = []
 
         def hook(md):
@@ -213,10 +204,7 @@ def s06_knobs_runtime_replaced(env):
     knobs = env.triton.knobs
 
     def scenario(fl, names):
-        x, y, _ = env.tensors()
-        named(names, x=x, y=y)
-        for _ in range(3):
-            k[(4,)](x, y, 1000, BLOCK=64)
+        x, y, _ = env.warm(k, names)
         calls = []
         old = knobs.runtime
         new = type(old)()
@@ -287,12 +275,9 @@ def s08_memo_scratch_allocator_toggles_and_moves(env):
 
     triton, tl = env.triton, env.tl
 
-    @triton.jit
-    def copy1(a_ptr, b_ptr, N, BLOCK: tl.constexpr):
-        a = tl.make_tensor_descriptor(a_ptr, shape=[N], strides=[1], block_shape=[BLOCK])
-        b = tl.make_tensor_descriptor(b_ptr, shape=[N], strides=[1], block_shape=[BLOCK])
-        pid = tl.program_id(0)
-        b.store([pid * BLOCK], a.load([pid * BLOCK]))
+    from fldev.scratch_fidelity import _kernels
+
+    copy1, _ = _kernels(triton, tl)
     pool = torch.empty(1 << 16, dtype=torch.int8)
 
     def scenario(fl, names):
@@ -355,7 +340,7 @@ def s09_entry_scratch_many_map_values(env):
     var.set(allocator)
     entry = FinalizedLaunch(Bound(), plan, grid_args=grid_pos, scratch=(var, 256, 128, 1, 2))
     descs = [TensorDescriptor.from_tensor(torch.zeros(8, 8, 8, 8, 8, dtype=torch.float16), block) for _ in range(nm)]
-    got, exc = env.launches(lambda: entry(*descs, *range(7, 7 + ni), 2, 1, 1, stream=env.cuda_stub.STREAM))
+    got, exc = env.logged(lambda: entry(*descs, *range(7, 7 + ni), 2, 1, 1, stream=env.cuda_stub.STREAM))
     detail = {"plan_values": plan.runtime_arg_count, "launches": len(got), "grid": got[0][0] if got else None,
               "allocs": allocs, "fallbacks": fallbacks, "exc": exc}
     return (plan.runtime_arg_count > 256 and len(got) == 1 and got[0][0] == (2, 1, 1) and allocs == [(512, 128)]
@@ -374,10 +359,7 @@ def s10_grid_switches_device_then_refused(env):
     k = env.kernel()
     try:
         def scenario(fl, names):
-            x, y, _ = env.tensors()
-            named(names, x=x, y=y)
-            for _ in range(3):
-                k[(4,)](x, y, 1000, BLOCK=64)
+            x, y, _ = env.warm(k, names)
 
             def grid(meta):
                 drv.set_current_device(1)
@@ -420,7 +402,7 @@ def s11_run_detached_inside_attach(env):
     def calls():
         for n in (500, 400):
             run(2, 1, 1, env.cuda_stub.STREAM, ck.function, ck.packed_metadata, None, None, None, x, y, n, 64)
-    got, exc = env.launches(calls)
+    got, exc = env.logged(calls)
     launch = tc.launch_of(ck)
     fast = launch.counts()["fast"] if launch is not None else 0
     detail = {"launches": got, "exc": exc, "served_after": run.launch is not None, "fast": fast}
