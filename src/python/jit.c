@@ -27,82 +27,6 @@
 #include "jit_base.h"
 #include "jit_call_grid.h"
 
-static Py_ssize_t ident_index(PyObject *names, PyObject *key) {
-  Py_ssize_t n = PyTuple_GET_SIZE(names);
-  for (Py_ssize_t i = 0; i < n; i++)
-    if (PyTuple_GET_ITEM(names, i) == key) return i;
-  return -1;
-}
-
-static Py_ssize_t equal_index(PyObject *names, PyObject *key) {
-  Py_ssize_t n = PyTuple_GET_SIZE(names);
-  for (Py_ssize_t i = 0; i < n; i++) {
-    int eq = PyUnicode_Compare(PyTuple_GET_ITEM(names, i), key);
-    if (eq == 0) return i;
-    if (eq == -1 && PyErr_Occurred()) PyErr_Clear();
-  }
-  return -1;
-}
-
-Py_ssize_t fl_ext_name_index(PyObject *names, PyObject *key) {
-  Py_ssize_t i = ident_index(names, key);
-  return i >= 0 ? i : equal_index(names, key);
-}
-
-/* A keyword: its parameter index (*param) or option index (*option), -1 for the other. Names are
- * compared by identity first (the policy interns them, as the compiler interns keyword names). */
-static void keyword_index(JitObject *self, PyObject *key, Py_ssize_t *param, Py_ssize_t *option) {
-  *option = -1;
-  *param = ident_index(self->param_names, key);
-  if (*param >= 0) return;
-  *option = ident_index(self->option_names, key);
-  if (*option >= 0) return;
-  *param = equal_index(self->param_names, key);
-  if (*param < 0) *option = equal_index(self->option_names, key);
-}
-
-/* 0 bound; 1 not bindable here (b->why); kwnames/kwvals exclude grid= and warmup=. */
-int fl_jit_bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_t nargs, PyObject *kwnames,
-                     PyObject *const *kwvals, Py_ssize_t nkw) {
-  Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
-  if ((Py_ssize_t)nargs > np) return b->why = "args_count", 1;
-  memcpy(b->vals, args, nargs * sizeof(PyObject *));
-  for (Py_ssize_t i = (Py_ssize_t)nargs; i < np; i++) b->vals[i] = NULL;
-  for (Py_ssize_t i = 0; i < np; i++) b->src[i] = (int16_t)(i < (Py_ssize_t)nargs ? i : -1);
-  b->nopts = 0;
-  for (Py_ssize_t k = 0; k < nkw; k++) {
-    Py_ssize_t i, j;
-    keyword_index(self, PyTuple_GET_ITEM(kwnames, k), &i, &j);
-    if (i >= 0) {
-      if (b->vals[i]) return b->why = "args_repeated", 1;
-      b->vals[i] = kwvals[k];
-      b->src[i] = (int16_t)(nargs + (size_t)k);
-      continue;
-    }
-    if (j < 0) return b->why = "unknown_keyword", 1;
-    for (Py_ssize_t o = 0; o < b->nopts; o++)
-      if (b->opt_index[o] == j) return b->why = "args_repeated", 1;
-    /* Kept in option order, so the key does not depend on the keywords' order. */
-    Py_ssize_t at = b->nopts++;
-    while (at > 0 && b->opt_index[at - 1] > j) {
-      b->opt_index[at] = b->opt_index[at - 1];
-      b->opt_vals[at] = b->opt_vals[at - 1];
-      b->opt_src[at] = b->opt_src[at - 1];
-      at--;
-    }
-    b->opt_index[at] = j;
-    b->opt_vals[at] = kwvals[k];
-    b->opt_src[at] = (int16_t)(nargs + (size_t)k);
-  }
-  for (Py_ssize_t i = 0; i < np; i++) {
-    if (b->vals[i]) continue;
-    PyObject *d = PyTuple_GET_ITEM(self->defaults, i); /* (default,) or () */
-    if (PyTuple_GET_SIZE(d) != 1) return b->why = "args_missing", 1;
-    b->vals[i] = PyTuple_GET_ITEM(d, 0);
-  }
-  return 0;
-}
-
 /* ---- device and stream, as Triton's driver reads them ---- */
 /* Through the driver's Python callables (no C function registered for this driver). */
 static FL_EXT_COLD int device_of_driver(JitObject *self, int32_t *device) {
@@ -317,6 +241,36 @@ static FL_EXT_COLD PyObject *launch_tail(JitObject *self, PyObject *kernel, PyOb
   return kernel;
 }
 
+/* After the grid (r: found_grid's): what the callable changed. Triton read the settings and checked
+ * the globals before its grid (a reason to go to Triton found now is the next call's, not this one's)
+ * and reads the hooks after it: revalidated for the hooks. A call whose table was cleared, whose
+ * mapping the callable wrote or whose hooks changed goes on as Triton's run goes on from its launch
+ * (launch_tail: the launcher with what was read); where the grid could not be read here, to Triton's
+ * run with the callable's answer (replayed, not called again). 0: launch here; 1: handed back (*res);
+ * -1 with an exception. */
+static FL_EXT_COLD int after_grid(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                                  jit_entry *e, jit_bound *b, uint64_t gen, int r, int python, int hooked, int changed,
+                                  PyObject *computed, PyObject *meta, const int64_t g[3], uint64_t stream,
+                                  PyObject **res) {
+  PyObject *grid = kw->grid;
+  const char *why = NULL;
+  if (gen == self->gen && python && fl_ext_watch_changed(&self->watch) && fl_jit_revalidate(self) < 0) return -1;
+  if (gen != self->gen) why = "table_changed"; /* the callable (or a global's __eq__, or a knob) cleared it */
+  else if (changed) why = "grid_wrote_mapping";
+  else if (fl_jit_hooked(self) != hooked) why = "launch_hooks_changed"; /* set or cleared by the grid */
+  else if (r < 0) why = "grid_unreadable";
+  if (!why) return 0;
+  if (r == 0) {
+    fl_jit_count_stock(self, why, NULL);
+    *res = launch_tail(self, e->kernel, computed ? computed : grid, g, stream, changed ? meta : NULL, b->vals);
+    return 1;
+  }
+  PyObject *replay = computed ? fl_jit_replay_grid(self, computed, meta, changed) : Py_NewRef(grid);
+  if (replay) *res = fl_jit_stock(self, replay, args, nargs, kwnames, kw->has_grid, why, NULL, NULL);
+  Py_XDECREF(replay);
+  return 1;
+}
+
 /* The full path: bind, key, table; then the memo holds what a fast call found. Triton's order from
  * the binding on: the arguments read (the key; data_ptr() and dtype of a tensor the door declines),
  * then the grid (the callable called with the mapping), then the hooks and the launch values read
@@ -357,25 +311,9 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   fl_error err;
   int changed = 0;
   if ((r = found_grid(self, e, b.vals, grid, hooked, g, &computed, &meta, &changed, &python)) > 1) goto done;
-  /* What the callable changed: Triton read the settings and checked the globals before the grid (a
-   * reason to go to Triton found now is not Triton's for this call, only for the next), and reads the
-   * hooks after it: revalidated for the hooks, the call launched unless its table was cleared. */
-  if (gen == self->gen && python && fl_ext_watch_changed(&self->watch) && fl_jit_revalidate(self) < 0) goto done;
-  if (gen != self->gen) why = "table_changed"; /* the callable (or a global's __eq__, or a knob) cleared it */
-  else if (changed) why = "grid_wrote_mapping";
-  else if (fl_jit_hooked(self) != hooked) why = "launch_hooks_changed"; /* set or cleared by the grid */
-  else if (r < 0) why = "grid_unreadable";
-  if (why && r == 0) { /* the grid read: Triton's run from its launch on, with what was read */
-    fl_jit_count_stock(self, why, NULL);
-    res = launch_tail(self, e->kernel, computed ? computed : grid, g, stream, changed ? meta : NULL, b.vals);
+  if ((r = after_grid(self, kw, args, nargs, kwnames, e, &b, gen, r, python, hooked, changed, computed, meta, g, stream,
+                      &res)) != 0)
     goto done;
-  }
-  if (why || why_obj) { /* the grid not read here: Triton's run reads its answer (replayed, not called again) */
-    PyObject *replay = computed ? fl_jit_replay_grid(self, computed, meta, changed) : Py_NewRef(grid);
-    if (replay) res = fl_jit_stock(self, replay, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL);
-    Py_XDECREF(replay);
-    goto done;
-  }
   if (computed) grid = computed; /* readable and the mapping untouched: what Triton gets if the plan refuses */
   if (hooked) { /* with scratch: Triton allocates before the enter hook, so the call is Triton's */
     res = e->scratch_var ? STOCK("launch_hooks_with_scratch", NULL) : hooked_launch(self, e, &b, &vals, &again, grid, stream, g);

@@ -457,3 +457,82 @@ void fl_jit_memo_set(JitObject *self, jit_entry *e, const jit_bound *b, size_t n
   m->nargs = nargs;
   m->entry = e;
 }
+
+
+/* ---- binding a call to the kernel's parameters and options ---- */
+
+static Py_ssize_t ident_index(PyObject *names, PyObject *key) {
+  Py_ssize_t n = PyTuple_GET_SIZE(names);
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (PyTuple_GET_ITEM(names, i) == key) return i;
+  return -1;
+}
+
+static Py_ssize_t equal_index(PyObject *names, PyObject *key) {
+  Py_ssize_t n = PyTuple_GET_SIZE(names);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    int eq = PyUnicode_Compare(PyTuple_GET_ITEM(names, i), key);
+    if (eq == 0) return i;
+    if (eq == -1 && PyErr_Occurred()) PyErr_Clear();
+  }
+  return -1;
+}
+
+Py_ssize_t fl_ext_name_index(PyObject *names, PyObject *key) {
+  Py_ssize_t i = ident_index(names, key);
+  return i >= 0 ? i : equal_index(names, key);
+}
+
+/* A keyword: its parameter index (*param) or option index (*option), -1 for the other. Names are
+ * compared by identity first (the policy interns them, as the compiler interns keyword names). */
+static void keyword_index(JitObject *self, PyObject *key, Py_ssize_t *param, Py_ssize_t *option) {
+  *option = -1;
+  *param = ident_index(self->param_names, key);
+  if (*param >= 0) return;
+  *option = ident_index(self->option_names, key);
+  if (*option >= 0) return;
+  *param = equal_index(self->param_names, key);
+  if (*param < 0) *option = equal_index(self->option_names, key);
+}
+
+/* 0 bound; 1 not bindable here (b->why); kwnames/kwvals exclude grid= and warmup=. */
+int fl_jit_bind_call(JitObject *self, jit_bound *b, PyObject *const *args, size_t nargs, PyObject *kwnames,
+                     PyObject *const *kwvals, Py_ssize_t nkw) {
+  Py_ssize_t np = PyTuple_GET_SIZE(self->param_names);
+  if ((Py_ssize_t)nargs > np) return b->why = "args_count", 1;
+  memcpy(b->vals, args, nargs * sizeof(PyObject *));
+  for (Py_ssize_t i = (Py_ssize_t)nargs; i < np; i++) b->vals[i] = NULL;
+  for (Py_ssize_t i = 0; i < np; i++) b->src[i] = (int16_t)(i < (Py_ssize_t)nargs ? i : -1);
+  b->nopts = 0;
+  for (Py_ssize_t k = 0; k < nkw; k++) {
+    Py_ssize_t i, j;
+    keyword_index(self, PyTuple_GET_ITEM(kwnames, k), &i, &j);
+    if (i >= 0) {
+      if (b->vals[i]) return b->why = "args_repeated", 1;
+      b->vals[i] = kwvals[k];
+      b->src[i] = (int16_t)(nargs + (size_t)k);
+      continue;
+    }
+    if (j < 0) return b->why = "unknown_keyword", 1;
+    for (Py_ssize_t o = 0; o < b->nopts; o++)
+      if (b->opt_index[o] == j) return b->why = "args_repeated", 1;
+    /* Kept in option order, so the key does not depend on the keywords' order. */
+    Py_ssize_t at = b->nopts++;
+    while (at > 0 && b->opt_index[at - 1] > j) {
+      b->opt_index[at] = b->opt_index[at - 1];
+      b->opt_vals[at] = b->opt_vals[at - 1];
+      b->opt_src[at] = b->opt_src[at - 1];
+      at--;
+    }
+    b->opt_index[at] = j;
+    b->opt_vals[at] = kwvals[k];
+    b->opt_src[at] = (int16_t)(nargs + (size_t)k);
+  }
+  for (Py_ssize_t i = 0; i < np; i++) {
+    if (b->vals[i]) continue;
+    PyObject *d = PyTuple_GET_ITEM(self->defaults, i); /* (default,) or () */
+    if (PyTuple_GET_SIZE(d) != 1) return b->why = "args_missing", 1;
+    b->vals[i] = PyTuple_GET_ITEM(d, 0);
+  }
+  return 0;
+}
