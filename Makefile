@@ -159,8 +159,10 @@ jit-sanitize: $(PYASAN)/stage/.built
 	@echo "Inductor's TMA templates under ASan+UBSan: $$(grep -E '"(calls|mismatches)"' build/inductor-tma-sanitize.json | head -2 | tr -d ' \n')"
 
 # The dispatcher against callbacks that call back in, under the same build: one check per defect of
-# issue 38 (fldev.reentry_checks) and of issue 55 (fldev.sequence_checks), the reentrancy harness (fldev.reentry: every callback point and
-# action, against Triton alone) and 4 launcher threads beside one toggling enable()/disable().
+# issue 38 (fldev.reentry_checks) and of issue 55 (fldev.sequence_checks), the reentrancy harness
+# (fldev.reentry: every callback point and action, against Triton alone), the combined one
+# (fldev.reentry_pairs: every launch form at every point it passes, two actions per call) and 4
+# launcher threads beside one toggling enable()/disable().
 REENTRY_RUNS ?= 2000
 REENTRY_THREAD_SECONDS ?= 10
 reentry-sanitize: $(PYASAN)/stage/.built
@@ -171,6 +173,9 @@ reentry-sanitize: $(PYASAN)/stage/.built
 	@$(PY_ASAN_RUN) -m fldev.reentry $(REENTRY_RUNS) 38 > build/reentry.json 2> build/reentry.log || \
 	  { tail -60 build/reentry.log; cat build/reentry.json; exit 1; }
 	@echo "reentrancy harness under ASan+UBSan: $$(cut -c1-160 build/reentry.json)"
+	@$(PY_ASAN_RUN) -m fldev.reentry_pairs > build/reentry-pairs.json 2> build/reentry-pairs.log || \
+	  { tail -60 build/reentry-pairs.log; cut -c1-4000 build/reentry-pairs.json; exit 1; }
+	@echo "combined harness under ASan+UBSan (forms x points x action pairs): $$(cut -c1-120 build/reentry-pairs.json)"
 	@$(PY_ASAN_RUN) -m fldev.reentry --threads $(REENTRY_THREAD_SECONDS) > build/reentry-threads.json 2> build/reentry-threads.log || \
 	  { tail -60 build/reentry-threads.log; cat build/reentry-threads.json; exit 1; }
 	@echo "threads under ASan+UBSan: $$(cat build/reentry-threads.json)"

@@ -173,15 +173,11 @@ class Injector:
             self.fn(meta)
 
 
-def one_call(env, side, point, action, kname, armed):
-    """The outer call on one side with the point set up; (outcome, launches, hook calls, nested, fired)."""
-    side.fresh()
-    inj = Injector(action_fn(env, side, action, kname, None) if armed else (lambda meta=None: None))
+def set_point(env, side, point, inj, kname, args, kw, restore):
+    """The point set up to call inj (restore gets what undoes it; args may be changed in place): the
+    grid to call with when the point is the grid, else None. The GC point is armed apart (arm_gc),
+    once the launch log runs."""
     k = side.kernels[kname]
-    args = [side.x, side.y, OUTER_N]
-    grid = (4,)
-    kw = {} if kname == "T" else {"BLOCK": 64}
-    restore = []
     drv = env.triton.runtime.driver.active
     if point == "stream":
         stock = drv.get_current_stream
@@ -192,9 +188,11 @@ def one_call(env, side, point, action, kname, armed):
         drv.get_current_stream = stream
         restore.append(lambda: setattr(drv, "get_current_stream", stock))
     elif point == "grid":
-        grid = lambda meta: (inj(meta), (4,))[1]  # noqa: E731
+        return lambda meta: (inj(meta), (4,))[1]
     elif point == "pre_run_hook":
-        jit = k.fn if kname == "T" else k
+        jit = k
+        while not hasattr(jit, "add_pre_run_hook"):  # an Autotuner's or Heuristics' JITFunction
+            jit = jit.fn
 
         def hook(*a, **kk):
             inj()
@@ -211,20 +209,18 @@ def one_call(env, side, point, action, kname, armed):
             def __del__(self):
                 inj()
         k[Grid()](side.x, side.y, OUTER_N, **kw)  # the spare JitCall holds it; released by the next subscript
-    env.stub.log(3)
-    if point == "gc" and side.fl:
-        def cb(phase, info):
-            if phase == "start":
-                inj()
-        gc.callbacks.append(cb)
-        old = gc.get_threshold()
-        # A free-threaded 3.13 scales the threshold by the live objects unless the second one is 0
-        # (gc_should_collect): 0 there, so a collection runs inside the call on both builds.
-        ft = hasattr(sys, "_is_gil_enabled") and not sys._is_gil_enabled()
-        gc.set_threshold(1, 0 if ft else 1, 1)
-        restore.append(lambda: (gc.callbacks.remove(cb), gc.set_threshold(*old)))
     elif point in ("revalidate", "bind") and side.fl:
-        cls = env.tj._AutotunePolicy if kname == "T" and point == "bind" else env.tj._Policy
+        # The kernel's own dispatcher and policy where they have the point, else its JITFunction's.
+        inner = k
+        while not hasattr(inner, "add_pre_run_hook"):
+            inner = inner.fn
+        own = {"T": env.tj._AutotunePolicy, "H": env.tj._HeuristicsPolicy}.get(kname)
+        slot = k.__dict__.get("run")
+        trigger = "invalidate" if point == "revalidate" else "clear"
+        if own is not None and point in own.__dict__ and hasattr(slot, trigger):
+            cls, target = own, slot
+        else:
+            cls, target = env.tj._Policy, vars(inner).get("run")
         stock_m = cls.__dict__[point]
 
         def wrapped(self, *a, **kk):
@@ -232,11 +228,38 @@ def one_call(env, side, point, action, kname, armed):
             return stock_m(self, *a, **kk)
         setattr(cls, point, wrapped)
         restore.append(lambda: setattr(cls, point, stock_m))
-        slot = k.__dict__.get("run")
-        if point == "revalidate" and kname != "T" and hasattr(slot, "invalidate"):
-            slot.invalidate()
-        if point == "bind" and hasattr(slot, "clear"):
-            slot.clear()  # a miss: Triton runs, then the policy binds
+        if hasattr(target, trigger):
+            getattr(target, trigger)()  # revalidated at the next call; a miss (Triton runs, the policy binds)
+    return None
+
+
+def arm_gc(env, side, point, inj, restore):
+    """The GC point (fastlaunch's side): a collection inside the call runs inj at its start."""
+    if point != "gc" or not side.fl:
+        return
+
+    def cb(phase, info):
+        if phase == "start":
+            inj()
+    gc.callbacks.append(cb)
+    old = gc.get_threshold()
+    # A free-threaded 3.13 scales the threshold by the live objects unless the second one is 0
+    # (gc_should_collect): 0 there, so a collection runs inside the call on both builds.
+    ft = hasattr(sys, "_is_gil_enabled") and not sys._is_gil_enabled()
+    gc.set_threshold(1, 0 if ft else 1, 1)
+    restore.append(lambda: (gc.callbacks.remove(cb), gc.set_threshold(*old)))
+
+
+def one_call(env, side, point, action, kname, armed):
+    """The outer call on one side with the point set up; (outcome, launches, hook calls, nested, fired)."""
+    side.fresh()
+    inj = Injector(action_fn(env, side, action, kname, None) if armed else (lambda meta=None: None))
+    args = [side.x, side.y, OUTER_N]
+    kw = {} if kname == "T" else {"BLOCK": 64}
+    restore = []
+    grid = set_point(env, side, point, inj, kname, args, kw, restore) or (4,)
+    env.stub.log(3)
+    arm_gc(env, side, point, inj, restore)
     try:
         out = ("returned", type(side.launch(kname, grid, *args, **kw)).__name__)
     except Exception as exc:  # noqa: BLE001 (the exception's type is what must agree)
