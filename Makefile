@@ -49,7 +49,7 @@ PYINC = $(shell $(VPY) -c "import sysconfig; print(sysconfig.get_paths()['includ
 clang-strict: $(VENV)/.deps build/.clang19
 	@for f in $$(git ls-files 'src/python/*.c'); do \
 	  $(CLANG19) -std=c11 -Wall -Wextra -Werror -Wcast-function-type-strict -D_GNU_SOURCE -fsyntax-only \
-	    -Iinclude -Isrc -Isrc/tensor -I$(PYINC) $$f || exit 1; done
+	    -Iinclude -Isrc -Isrc/python -Isrc/tensor -I$(PYINC) $$f || exit 1; done
 	@echo "clang 19, -Wcast-function-type-strict: src/python clean (the release files and the testing layer)"
 
 # The package (extension included) installed into the virtual environment, rebuilt when a source

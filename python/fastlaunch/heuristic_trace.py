@@ -1,5 +1,5 @@
 """A `@triton.heuristics` value's function read into a form the C dispatcher computes itself
-(src/python/heuristics.c), or left to be called as Triton calls it.
+(src/python/triton/heuristics.c), or left to be called as Triton calls it.
 
     read_heuristic(fn) -> (("none", name, negate) | ("const", value) |
                           ("program", expr, names, as_bool) | ("call",), guards)

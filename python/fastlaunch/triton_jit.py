@@ -2,7 +2,7 @@
 
 `enable()` puts fastlaunch's JitSubscript in `JITFunction.__getitem__` and, at a kernel's first
 subscript, a JitDispatcher in its call slot (the instance attribute `run`). The dispatcher (C,
-src/python/jit.c) keys each call on what Triton specializes on and launches the plan bound under
+src/python/triton/jit.c) keys each call on what Triton specializes on and launches the plan bound under
 that key; this module is its policy:
   - `bind`: after Triton's own run served a call whose key had no plan (Triton compiled the variant
     if needed and launched it), a plan is built from the CompiledKernel that run returned, with the

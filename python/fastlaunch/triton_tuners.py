@@ -1,5 +1,5 @@
 """The policies of Triton's kernel wrappers served by fastlaunch.triton_jit: what the C dispatcher of
-one Autotuner (src/python/autotune.c) or one Heuristics (src/python/heuristics.c) cannot decide in
+one Autotuner (src/python/triton/autotune.c) or one Heuristics (src/python/triton/heuristics.c) cannot decide in
 C. Each is given the JIT's `inner_run(fn)`, which hands out the inner kernel's run (attaching it when
 first needed).
 """

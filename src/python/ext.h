@@ -475,34 +475,6 @@ static inline int fl_ext_optional_attr(PyObject *obj, PyObject *name, PyObject *
 #endif
 }
 
-/* launch_hooks.c: a call with launch hooks set, made as Triton's runner and launcher make it.
- * enter: the kernel's launch_metadata(grid, stream, *args) and both hooks read, then enter called:
- * 0 (launch now, then exit or hand_back), or -1 with an exception (nothing launched, h released).
- * exit: calls the exit hook after the launch (0, or -1 with its exception). hand_back: the kernel's
- * own launcher, told enter was called, for a call the plan refused after enter; its result. Both
- * release h; release alone after an error past enter (exit is not called, as in Triton). */
-#define FL_EXT_HOOK_MAX_ARGS 256
-typedef struct {
-  PyObject *md, *exit_hook, *stream;
-} fl_ext_hooks;
-/* Hooks the call passed itself (compiled.run(..., launch_metadata, enter, exit, ...)): h filled from
- * them, enter(metadata) called. 0, or -1 with enter's exception (h released). */
-typedef struct {
-  PyObject *md, *enter, *exit;
-} fl_ext_given_hooks;
-int fl_ext_hooks_given(const fl_ext_given_hooks *given, PyObject *stream_obj, fl_ext_hooks *h);
-int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64_t stream, PyObject *stream_obj,
-                       PyObject *const *args, size_t nargs, fl_ext_hooks *h);
-int fl_ext_hooks_exit(fl_ext_hooks *h);
-PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_t g[3], PyObject *const *args,
-                                 size_t nargs);
-/* Triton's run from the launch on, for a call fastlaunch read the device, stream and grid of and then
- * hands back after Python code ran (a grid callable that switched the device or stream): the
- * metadata, the hooks read, the kernel's launcher called with them and with the stream and grid read
- * before (never read again, as Triton's run reads them once). Its result, or NULL. */
-PyObject *fl_ext_launcher_tail(fl_ext_state *st, PyObject *kernel, PyObject *grid, const int64_t g[3], uint64_t stream,
-                               PyObject *const *args, size_t nargs);
-void fl_ext_hooks_release(fl_ext_hooks *h);
 PyObject *fl_ext_set_launch_knobs(PyObject *module, PyObject *knobs);
 /* jit.c: a JitDispatcher called as kernel[grid](*args, **kwargs) is (grid given apart). */
 PyObject *fl_ext_jit_run_grid(PyObject *jit, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames);

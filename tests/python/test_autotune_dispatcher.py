@@ -1,4 +1,4 @@
-"""The Autotuner's C dispatcher (src/python/autotune.c) on its own: a stand-in Autotuner, policy and
+"""The Autotuner's C dispatcher (src/python/triton/autotune.c) on its own: a stand-in Autotuner, policy and
 inner kernel in Python, so every decision is visible without Triton or a driver. What it does with
 Triton's real Autotuner is checked by test_triton_jit.py (jit_checks, jit_fidelity, public_fidelity)."""
 

@@ -6,7 +6,7 @@ removed). Prints one JSON object.
     PYTHONPATH=tools python -m fldev.flaggems_fidelity
 
 FlagGems wraps every kernel in its LibEntry: a key computed in Python, then on a cache hit the
-kept CompiledKernel launched, `kernel[grid[0:3]](*args)` (src/python/compiled.c serves it); on a
+kept CompiledKernel launched, `kernel[grid[0:3]](*args)` (src/python/triton/compiled.c serves it); on a
 miss `self.fn.run(...)`. Three parts:
 - fidelity: every `compiled[grid](*args)` the ops make, captured with Triton's own __getitem__,
   launched again through Triton alone and through fastlaunch: grid, block, shared memory, stream,

@@ -5,7 +5,7 @@
  * the plan refuses after enter goes to the kernel's launcher told enter was called (its enter None).
  * Used by the JIT dispatcher (jit.c) and a compiled kernel's call (compiled.c); only ever on a call
  * with hooks set, never on the steady-state path. */
-#include "ext.h"
+#include "jit_base.h"
 
 /* launch_knobs(knobs): where the hooks are read (knobs.runtime, read at each hooked launch: the
  * object may be replaced), None to read none. */

@@ -2,7 +2,7 @@
  * below all of them), in layers, each calling only into
  * the ones before it (tests/python/test_tree.py checks it):
  *   jit_grid.c      a grid that is a value, read as Triton reads it
- *   jit_key.c       the key of a call and the memo of the last fast call's form
+ *   jit_key.c       the key of a call, the memo of the last fast call's form, a call's binding
  *   jit_table.c     a variant's entry, the table, revalidation, torch's C shim
  *   jit_stock.c     Triton's own run for a call handed back; the grid callable called, replayed
  *   jit_launch.c    an entry's launch: its values in order, global scratch (values read again after)
@@ -13,6 +13,9 @@
  *   heuristics.c    the HeuristicsDispatcher, over either
  *   tuner_slot.c    Autotuner.run for subclasses' super().run (calls a dispatcher by vectorcall)
  *   jit_subscript.c JitCall (kernel[grid]) and JitSubscript (the class's __getitem__)
+ * and beside them the kept compiled kernels (compiled_base.h: compiled.c, compiled_run.c,
+ * compiled_values.c) and the launch hooks (launch_hooks.c), all in src/python/triton/ over the
+ * extension's base in src/python/ (ext.h, call_args.h, watch.h: values, plans, scratch, descriptors).
  * Private to src/python. */
 #ifndef FL_JIT_H
 #define FL_JIT_H
@@ -20,6 +23,36 @@
 #include "ext.h"
 #include "grid_shape.h"
 #include "watch.h"
+
+/* ---- launch_hooks.c (the Triton layer's: the JIT dispatcher and kept compiled kernels) ---- */
+/* launch_hooks.c: a call with launch hooks set, made as Triton's runner and launcher make it.
+ * enter: the kernel's launch_metadata(grid, stream, *args) and both hooks read, then enter called:
+ * 0 (launch now, then exit or hand_back), or -1 with an exception (nothing launched, h released).
+ * exit: calls the exit hook after the launch (0, or -1 with its exception). hand_back: the kernel's
+ * own launcher, told enter was called, for a call the plan refused after enter; its result. Both
+ * release h; release alone after an error past enter (exit is not called, as in Triton). */
+#define FL_EXT_HOOK_MAX_ARGS 256
+typedef struct {
+  PyObject *md, *exit_hook, *stream;
+} fl_ext_hooks;
+/* Hooks the call passed itself (compiled.run(..., launch_metadata, enter, exit, ...)): h filled from
+ * them, enter(metadata) called. 0, or -1 with enter's exception (h released). */
+typedef struct {
+  PyObject *md, *enter, *exit;
+} fl_ext_given_hooks;
+int fl_ext_hooks_given(const fl_ext_given_hooks *given, PyObject *stream_obj, fl_ext_hooks *h);
+int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64_t stream, PyObject *stream_obj,
+                       PyObject *const *args, size_t nargs, fl_ext_hooks *h);
+int fl_ext_hooks_exit(fl_ext_hooks *h);
+PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_t g[3], PyObject *const *args,
+                                 size_t nargs);
+/* Triton's run from the launch on, for a call fastlaunch read the device, stream and grid of and then
+ * hands back after Python code ran (a grid callable that switched the device or stream): the
+ * metadata, the hooks read, the kernel's launcher called with them and with the stream and grid read
+ * before (never read again, as Triton's run reads them once). Its result, or NULL. */
+PyObject *fl_ext_launcher_tail(fl_ext_state *st, PyObject *kernel, PyObject *grid, const int64_t g[3], uint64_t stream,
+                               PyObject *const *args, size_t nargs);
+void fl_ext_hooks_release(fl_ext_hooks *h);
 
 #define JIT_MAX_KEY 512     /* key words; a longer key (hundreds of arguments) goes to Triton */
 #define JIT_MAX_PARAMS 256  /* parameters bound on the stack */
