@@ -59,8 +59,8 @@ static void table_clear(AutotuneObject *self) {
 
 /* ---- Triton's path ---- */
 static void count_stock(AutotuneObject *self, const char *reason, PyObject *reason_obj) {
-  self->stock++;
-  fl_ext_count_reason(self->stock_counts, reason, reason_obj);
+  self->t.stock++;
+  fl_ext_count_reason(self->t.stock_counts, reason, reason_obj);
 }
 
 /* Autotuner.run(*args, **kwargs) (grid= and warmup= among the keywords, or added for the
@@ -69,7 +69,7 @@ static PyObject *call_stock(AutotuneObject *self, PyObject *grid, PyObject *cons
                             PyObject *kwnames) {
   self->last_best = NULL;
   self->nargs_dirty = 1;
-  if (!grid) return PyObject_Vectorcall(self->stock_run, args, nargs, kwnames);
+  if (!grid) return PyObject_Vectorcall(self->t.stock_run, args, nargs, kwnames);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   PyObject *names = PyTuple_New(nkw + 2);
   PyObject **argv = PyMem_Malloc((nargs + (size_t)nkw + 2) * sizeof(PyObject *));
@@ -77,11 +77,11 @@ static PyObject *call_stock(AutotuneObject *self, PyObject *grid, PyObject *cons
   if (names && argv) {
     memcpy(argv, args, (nargs + (size_t)nkw) * sizeof(PyObject *));
     for (Py_ssize_t i = 0; i < nkw; i++) PyTuple_SET_ITEM(names, i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
-    PyTuple_SET_ITEM(names, nkw, Py_NewRef(self->state->str_grid));
-    PyTuple_SET_ITEM(names, nkw + 1, Py_NewRef(self->state->str_warmup));
+    PyTuple_SET_ITEM(names, nkw, Py_NewRef(self->t.state->str_grid));
+    PyTuple_SET_ITEM(names, nkw + 1, Py_NewRef(self->t.state->str_warmup));
     argv[nargs + (size_t)nkw] = grid;
     argv[nargs + (size_t)nkw + 1] = Py_False;
-    r = PyObject_Vectorcall(self->stock_run, argv, nargs, names);
+    r = PyObject_Vectorcall(self->t.stock_run, argv, nargs, names);
   } else {
     PyErr_NoMemory();
   }
@@ -104,9 +104,9 @@ static PyObject *stock(AutotuneObject *self, PyObject *grid, PyObject *const *ar
     int ok = 1;
     for (Py_ssize_t i = 0; i < nkw && ok; i++)
       ok = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, i), args[nargs + (size_t)i]) == 0;
-    if (ok) r = PyObject_CallMethod(self->policy, "bind", "OOO", key, pos, kw);
+    if (ok) r = PyObject_CallMethod(self->t.policy, "bind", "OOO", key, pos, kw);
   }
-  if (!r) PyErr_WriteUnraisable(self->policy); /* the launch happened: its result stands */
+  if (!r) PyErr_WriteUnraisable(self->t.policy); /* the launch happened: its result stands */
   Py_XDECREF(r);
   Py_XDECREF(key);
   Py_XDECREF(pos);
@@ -118,19 +118,19 @@ static PyObject *stock(AutotuneObject *self, PyObject *grid, PyObject *const *ar
  * together (the inner and whether it is a JitDispatcher never disagree), the old references
  * released last. */
 static int revalidate(AutotuneObject *self) {
-  PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
+  PyObject *r = PyObject_CallMethod(self->t.policy, "revalidate", NULL);
   if (!r) return -1;
   if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 3) {
     Py_DECREF(r);
     return PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, watched, inner)"), -1;
   }
   PyObject *reason = PyTuple_GET_ITEM(r, 0), *inner = PyTuple_GET_ITEM(r, 2);
-  PyObject *old_reason = self->stock_reason, *old_inner = self->inner;
-  self->stock_reason = reason == Py_None ? NULL : Py_NewRef(reason);
-  self->inner = Py_NewRef(inner);
-  self->inner_is_jit = Py_TYPE(inner) == self->state->jit_type;
+  PyObject *old_reason = self->t.stock_reason, *old_inner = self->t.inner;
+  self->t.stock_reason = reason == Py_None ? NULL : Py_NewRef(reason);
+  self->t.inner = Py_NewRef(inner);
+  self->inner_is_jit = Py_TYPE(inner) == self->t.state->jit_type;
   self->last_best = NULL;
-  int rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 1));
+  int rc = fl_ext_watch_set(&self->t.watch, self->t.state, PyTuple_GET_ITEM(r, 1));
   Py_XDECREF(old_reason);
   Py_XDECREF(old_inner);
   Py_DECREF(r);
@@ -152,8 +152,8 @@ static PyObject *inner_kwnames(AutotuneObject *self, at_entry *e, PyObject *name
   for (Py_ssize_t i = 0; i < nkw; i++) PyTuple_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
   for (Py_ssize_t i = 0; i < nc; i++) PyTuple_SET_ITEM(out, nkw + i, Py_NewRef(PyTuple_GET_ITEM(names, i)));
   if (with_grid) {
-    PyTuple_SET_ITEM(out, nkw + nc, Py_NewRef(self->state->str_grid));
-    PyTuple_SET_ITEM(out, nkw + nc + 1, Py_NewRef(self->state->str_warmup));
+    PyTuple_SET_ITEM(out, nkw + nc, Py_NewRef(self->t.state->str_grid));
+    PyTuple_SET_ITEM(out, nkw + nc + 1, Py_NewRef(self->t.state->str_warmup));
   }
   if (gen != self->gen) return out; /* the entry is not the table's any more */
   PyObject *old_out = e->kw_out, *old_in = e->kw_in;
@@ -172,20 +172,20 @@ static int leave_attrs(AutotuneObject *self, at_entry *e, PyObject *const *args,
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     PyObject *d = PyDict_New();
-    for (size_t i = 0; d && i < nargs && (Py_ssize_t)i < PyTuple_GET_SIZE(self->arg_names); i++) /* zip's length */
-      if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->arg_names, (Py_ssize_t)i), args[i]) < 0) Py_CLEAR(d);
-    if (!d || PyObject_SetAttrString(self->autotuner, "nargs", d) < 0) PyErr_Clear();
+    for (size_t i = 0; d && i < nargs && (Py_ssize_t)i < PyTuple_GET_SIZE(self->t.arg_names); i++) /* zip's length */
+      if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->t.arg_names, (Py_ssize_t)i), args[i]) < 0) Py_CLEAR(d);
+    if (!d || PyObject_SetAttrString(self->t.tuner, "nargs", d) < 0) PyErr_Clear();
     Py_XDECREF(d);
     self->nargs_dirty = 1;
     PyErr_Restore(et, ev, tb);
     return 0;
   }
   if (self->last_best != e->config) {
-    if (PyObject_SetAttrString(self->autotuner, "best_config", e->config) < 0) return -1;
+    if (PyObject_SetAttrString(self->t.tuner, "best_config", e->config) < 0) return -1;
     self->last_best = e->config;
   }
   if (self->nargs_dirty) {
-    if (PyObject_SetAttrString(self->autotuner, "nargs", Py_None) < 0) return -1;
+    if (PyObject_SetAttrString(self->t.tuner, "nargs", Py_None) < 0) return -1;
     self->nargs_dirty = 0;
   }
   return 0;
@@ -204,8 +204,8 @@ static inline PyObject *at_dispatch_key(AutotuneObject *self, PyObject *grid, Py
                                         PyObject *kwnames, int warmup, at_key *kp) {
 #define STOCK(reason, miss) stock(self, grid, args, nargs, kwnames, reason, NULL, miss)
   if (warmup) return STOCK("warmup", NULL);
-  if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch)) && revalidate(self) < 0) return NULL;
-  if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, NULL, self->stock_reason, NULL);
+  if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->t.watch)) && revalidate(self) < 0) return NULL;
+  if (self->t.stock_reason) return stock(self, grid, args, nargs, kwnames, NULL, self->t.stock_reason, NULL);
   at_key *k = kp;
   const char *why = NULL;
   if (fl_at_make_key(self, args, nargs, kwnames, k, &why)) return STOCK(why, NULL);
@@ -216,7 +216,7 @@ static inline PyObject *at_dispatch_key(AutotuneObject *self, PyObject *grid, Py
   /* From here on Python code can run (an allocation's GC pass, the attributes' setters, the inner
    * call), and may clear the table or revalidate: what the call needs from the entry and the
    * dispatcher is taken now, with strong references. */
-  PyObject *inner = Py_NewRef(self->inner);
+  PyObject *inner = Py_NewRef(self->t.inner);
   int inner_is_jit = self->inner_is_jit;
   int with_grid = grid && !inner_is_jit;
   /* The entry's inner kwnames for these names were made after this check passed. */
@@ -245,8 +245,8 @@ static inline PyObject *at_dispatch_key(AutotuneObject *self, PyObject *grid, Py
   if (!res) {
     leave_attrs(self, &held, args, nargs, 1);
   } else {
-    self->fast++;
-    if (pre_hook && leave_attrs(self, &held, args, nargs, 0) < 0) PyErr_WriteUnraisable(self->autotuner); /* launched */
+    self->t.fast++;
+    if (pre_hook && leave_attrs(self, &held, args, nargs, 0) < 0) PyErr_WriteUnraisable(self->t.tuner); /* launched */
   }
 done:
   Py_XDECREF(pre_hook);
@@ -278,7 +278,7 @@ PyObject *fl_ext_autotune_call(PyObject *dispatcher, PyObject *grid, PyObject *c
   return result;
 }
 
-PyObject **fl_ext_autotune_spare(PyObject *dispatcher) { return &((AutotuneObject *)dispatcher)->spare_call; }
+PyObject **fl_ext_autotune_spare(PyObject *dispatcher) { return &((AutotuneObject *)dispatcher)->t.spare_call; }
 
 /* The run() form's kwnames without grid= and warmup= (at grid_at and warmup_at), remembered by
  * their names: a subclass's super().run(*args, **kwargs) builds a new tuple each call. */
@@ -303,9 +303,9 @@ static PyObject *at_vectorcall_unlocked(PyObject *callable, PyObject *const *arg
   int warmup = 0;
   for (Py_ssize_t i = 0; i < nkw; i++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-    if (fl_ext_name_is(name, self->state->str_grid)) {
+    if (fl_ext_name_is(name, self->t.state->str_grid)) {
       grid_at = i;
-    } else if (fl_ext_name_is(name, self->state->str_warmup)) {
+    } else if (fl_ext_name_is(name, self->t.state->str_warmup)) {
       warmup_at = i;
       warmup = PyObject_IsTrue(args[nargs + (size_t)i]);
       if (warmup < 0) return NULL;
@@ -345,9 +345,9 @@ PyObject *fl_at_call_dict(PyObject *callable, PyObject *const *args, size_t narg
   int same = names != NULL && PyTuple_GET_SIZE(names) == nkw - 2;
   Py_ssize_t pos = 0, j = 0;
   while (PyDict_Next(kwargs, &pos, &key, &value)) {
-    if (!grid && fl_ext_name_is(key, self->state->str_grid)) {
+    if (!grid && fl_ext_name_is(key, self->t.state->str_grid)) {
       grid = value;
-    } else if (!warmup && fl_ext_name_is(key, self->state->str_warmup)) {
+    } else if (!warmup && fl_ext_name_is(key, self->t.state->str_warmup)) {
       warmup = value;
     } else {
       if (j >= AT_MAX_KW) return PyObject_VectorcallDict(callable, args, nargs, kwargs);
@@ -384,29 +384,21 @@ static PyObject *at_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO$O!O!O!:AutotuneDispatcher", kwlist, &autotuner, &stock_run,
                                    &policy, &PyTuple_Type, &names, &PyTuple_Type, &keys, &PyList_Type, &configs))
     return NULL;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
-    if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i)))
-      return PyErr_Format(PyExc_TypeError, "arg_names[%zd]: expected a str", i);
+  if (fl_tuner_check_names(names) < 0) return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
   AutotuneObject *self = (AutotuneObject *)type->tp_alloc(type, 0);
   if (!self) return NULL;
-  self->vectorcall = at_vectorcall;
-  self->state = st;
-  self->autotuner = Py_NewRef(autotuner);
-  self->stock_run = Py_NewRef(stock_run);
-  self->policy = Py_NewRef(policy);
-  self->arg_names = Py_NewRef(names);
+  if (fl_tuner_init(&self->t, st, at_vectorcall, autotuner, stock_run, policy, names) < 0) {
+    Py_DECREF(self);
+    return NULL;
+  }
   self->configs = Py_NewRef(configs);
-  self->inner = Py_NewRef(Py_None);
-  self->stock_counts = PyDict_New();
-  self->stock_reason = PyUnicode_FromString("not_validated");
   self->nkeys = PyTuple_GET_SIZE(keys);
   self->key_params = PyMem_Calloc((size_t)(self->nkeys ? self->nkeys : 1), sizeof(Py_ssize_t));
   self->entries = PyMem_Calloc(AT_MAX_ENTRIES, sizeof(at_entry));
-  FL_EXT_STORE(self->watch.force, 1);
   self->nargs_dirty = 1;
-  if (!self->stock_counts || !self->stock_reason || !self->key_params || !self->entries) {
+  if (!self->key_params || !self->entries) {
     Py_DECREF(self);
     return PyErr_NoMemory();
   }
@@ -440,7 +432,7 @@ static PyObject *at_insert_unlocked(PyObject *op, PyObject *args) {
   /* The config's pre_hook read first (its getattr may run Python code, which may call in): an entry
    * is never seen half made. */
   PyObject *pre_hook = NULL;
-  if (config != Py_None && fl_ext_optional_attr(config, self->state->str_pre_hook, &pre_hook) < 0) return NULL;
+  if (config != Py_None && fl_ext_optional_attr(config, self->t.state->str_pre_hook, &pre_hook) < 0) return NULL;
   if (pre_hook == Py_None) Py_CLEAR(pre_hook);
   uint64_t h = fl_at_key_hash(&k);
   at_entry *e = fl_at_table_find(self, &k, h);
@@ -479,47 +471,35 @@ static PyObject *at_clear_method_unlocked(PyObject *op, PyObject *unused) {
 static PyObject *at_invalidate_unlocked(PyObject *op, PyObject *unused) {
   AutotuneObject *self = (AutotuneObject *)op;
   (void)unused;
-  FL_EXT_STORE(self->watch.force, 1);
+  FL_EXT_STORE(self->t.watch.force, 1);
   Py_RETURN_NONE;
 }
 
 static PyObject *at_get_counts_unlocked(PyObject *op, void *closure) {
   AutotuneObject *self = (AutotuneObject *)op;
   (void)closure;
-  PyObject *reasons = PyDict_Copy(self->stock_counts);
+  PyObject *reasons = PyDict_Copy(self->t.stock_counts);
   if (!reasons) return NULL;
-  return Py_BuildValue("{sKsKsNsn}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
+  return Py_BuildValue("{sKsKsNsn}", "fast", self->t.fast, "stock", self->t.stock, "stock_reasons", reasons,
                        "variants", (Py_ssize_t)self->count);
 }
 
 static int at_traverse(PyObject *op, visitproc visit, void *arg) {
   AutotuneObject *self = (AutotuneObject *)op;
   Py_VISIT(Py_TYPE(self));
-  Py_VISIT(self->watch.dicts);
-  Py_VISIT(self->autotuner);
-  Py_VISIT(self->stock_run);
-  Py_VISIT(self->policy);
   Py_VISIT(self->configs);
-  Py_VISIT(self->inner);
-  Py_VISIT(self->spare_call);
   for (size_t i = 0; i < self->count; i++) {
     Py_VISIT(self->entries[i].config);
     Py_VISIT(self->entries[i].values);
     Py_VISIT(self->entries[i].keep);
   }
-  return 0;
+  return fl_tuner_traverse(&self->t, visit, arg);
 }
 
 static int at_clear(PyObject *op) {
   AutotuneObject *self = (AutotuneObject *)op;
-  Py_CLEAR(self->watch.dicts); /* the version arrays go with the object */
-  FL_EXT_STORE(self->watch.force, 1);
-  Py_CLEAR(self->autotuner);
-  Py_CLEAR(self->stock_run);
-  Py_CLEAR(self->policy);
+  fl_tuner_clear(&self->t);
   Py_CLEAR(self->configs);
-  Py_CLEAR(self->inner);
-  Py_CLEAR(self->spare_call);
   Py_CLEAR(self->strip_in);
   Py_CLEAR(self->kw_seen);
   Py_CLEAR(self->strip_out);
@@ -531,12 +511,9 @@ static void at_dealloc(PyObject *op) {
   AutotuneObject *self = (AutotuneObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
-  if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
-  at_clear((PyObject *)self);
-  Py_CLEAR(self->arg_names);
-  Py_CLEAR(self->stock_reason);
-  Py_CLEAR(self->stock_counts);
-  fl_ext_watch_free(&self->watch);
+  if (self->t.weakrefs) PyObject_ClearWeakRefs(op);
+  at_clear(op);
+  fl_tuner_free(&self->t);
   PyMem_Free(self->key_params);
   PyMem_Free(self->entries);
   tp->tp_free(self);
@@ -563,9 +540,9 @@ static PyGetSetDef at_getset[] = {
 };
 
 static PyMemberDef at_members[] = {
-    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(AutotuneObject, vectorcall), Py_READONLY, NULL},
-    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(AutotuneObject, weakrefs), Py_READONLY, NULL},
-    {"autotuner", Py_T_OBJECT_EX, offsetof(AutotuneObject, autotuner), Py_READONLY, "the Autotuner it serves"},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(AutotuneObject, t.vectorcall), Py_READONLY, NULL},
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(AutotuneObject, t.weakrefs), Py_READONLY, NULL},
+    {"autotuner", Py_T_OBJECT_EX, offsetof(AutotuneObject, t.tuner), Py_READONLY, "the Autotuner it serves"},
     {NULL, 0, 0, 0, NULL},
 };
 

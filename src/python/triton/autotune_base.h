@@ -4,8 +4,7 @@
 #ifndef FL_AUTOTUNE_H
 #define FL_AUTOTUNE_H
 
-#include "ext.h"
-#include "watch.h"
+#include "tuner_base.h"
 
 #define AT_MAX_KEY 256   /* key words; a longer key goes to Triton */
 #define AT_MAX_ENTRIES 256
@@ -38,31 +37,19 @@ typedef struct {
 
 typedef struct {
   PyObject_HEAD
-  vectorcallfunc vectorcall;
-  fl_ext_state *state;
-  PyObject *autotuner;
-  PyObject *stock_run;    /* Triton's Autotuner.run, bound */
-  PyObject *policy;       /* revalidate() and bind(...) */
-  PyObject *arg_names;    /* tuple of str */
+  fl_tuner_head t;        /* tuner: the Autotuner; inner: a JitDispatcher, or the inner kernel's run */
   Py_ssize_t *key_params; /* indices into arg_names of the key's names that are parameters */
   Py_ssize_t nkeys;
   PyObject *configs;      /* the tuner's list; its length decides whether there is a key */
-  PyObject *inner;        /* a JitDispatcher, or the inner kernel's run (called with grid=, warmup=) */
   int inner_is_jit;
-  PyObject *stock_reason; /* str while every call goes to Triton */
-  fl_ext_watch watch;
   PyObject *last_best;    /* the config this dispatcher last stored as best_config (borrowed) */
   int nargs_dirty;        /* Triton's run left `nargs` set (it raised): set it back to None */
   PyObject *kw_seen;      /* the kwnames make_key last read, and each one's index into arg_names (-1) */
   Py_ssize_t kw_param[AT_MAX_KW];
   PyObject *strip_in, *strip_out; /* the run() form's kwnames last seen, without grid= and warmup= */
-  PyObject *spare_call;
-  PyObject *stock_counts;
-  unsigned long long fast, stock;
   at_entry *entries;
   size_t count;
   uint64_t gen;           /* counts clearings of the table and rebindings (an entry is read by copy) */
-  PyObject *weakrefs;
 } AutotuneObject;
 
 /* autotune_key.c */

@@ -67,14 +67,14 @@ static int key_dtype(fl_ext_state *st, at_key *k, PyObject *v, uint64_t pos) {
 /* Each keyword's index into arg_names, remembered for the last kwnames seen (by their names). */
 static const Py_ssize_t *keyword_params(AutotuneObject *self, PyObject *kwnames, Py_ssize_t nkw) {
   if (self->kw_seen && fl_ext_same_names(self->kw_seen, kwnames)) return self->kw_param;
-  for (Py_ssize_t kk = 0; kk < nkw; kk++) self->kw_param[kk] = fl_ext_name_index(self->arg_names, PyTuple_GET_ITEM(kwnames, kk));
+  for (Py_ssize_t kk = 0; kk < nkw; kk++) self->kw_param[kk] = fl_ext_name_index(self->t.arg_names, PyTuple_GET_ITEM(kwnames, kk));
   Py_XSETREF(self->kw_seen, Py_NewRef(kwnames));
   return self->kw_param;
 }
 
 int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames, at_key *k,
                    const char **why) {
-  Py_ssize_t nnames = PyTuple_GET_SIZE(self->arg_names);
+  Py_ssize_t nnames = PyTuple_GET_SIZE(self->t.arg_names);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   k->n = 0;
   k->nheld = 0;
@@ -97,9 +97,9 @@ int fl_at_make_key(AutotuneObject *self, PyObject *const *args, size_t nargs, Py
       }
     }
     for (size_t i = 0; i < nargs; i++)
-      if (key_dtype(self->state, k, args[i], i)) return *why = "arg_kind", 1;
+      if (key_dtype(self->t.state, k, args[i], i)) return *why = "arg_kind", 1;
     for (Py_ssize_t kk = 0; kk < nkw; kk++)
-      if (kp[kk] >= 0 && key_dtype(self->state, k, args[nargs + (size_t)kk], 0x10000 | (uint64_t)kk))
+      if (kp[kk] >= 0 && key_dtype(self->t.state, k, args[nargs + (size_t)kk], 0x10000 | (uint64_t)kk))
         return *why = "arg_kind", 1;
   }
   return 0;
@@ -126,12 +126,12 @@ FL_EXT_COLD int fl_at_config_pre_hook(AutotuneObject *self, PyObject *hook, PyOb
   PyObject *named = PyDict_New(), *full = NULL;
   int rc = -1;
   if (!named) return -1;
-  for (size_t i = 0; i < nargs && (Py_ssize_t)i < PyTuple_GET_SIZE(self->arg_names); i++)
-    if (PyDict_SetItem(named, PyTuple_GET_ITEM(self->arg_names, (Py_ssize_t)i), args[i]) < 0) goto done;
+  for (size_t i = 0; i < nargs && (Py_ssize_t)i < PyTuple_GET_SIZE(self->t.arg_names); i++)
+    if (PyDict_SetItem(named, PyTuple_GET_ITEM(self->t.arg_names, (Py_ssize_t)i), args[i]) < 0) goto done;
   self->nargs_dirty = 1;
-  if (PyObject_SetAttrString(self->autotuner, "nargs", named) < 0 || !(full = PyDict_Copy(named))) goto done;
-  if (grid && (PyDict_SetItem(full, self->state->str_grid, grid) < 0 ||
-               PyDict_SetItem(full, self->state->str_warmup, Py_False) < 0))
+  if (PyObject_SetAttrString(self->t.tuner, "nargs", named) < 0 || !(full = PyDict_Copy(named))) goto done;
+  if (grid && (PyDict_SetItem(full, self->t.state->str_grid, grid) < 0 ||
+               PyDict_SetItem(full, self->t.state->str_warmup, Py_False) < 0))
     goto done;
   for (Py_ssize_t k = 0, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0; k < nkw; k++)
     if (PyDict_SetItem(full, PyTuple_GET_ITEM(kwnames, k), args[nargs + (size_t)k]) < 0) goto done;

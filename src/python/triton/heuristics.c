@@ -20,8 +20,7 @@
  * serves warmup, more values or keywords than fit here, and what the policy names (a changed
  * `values` dict, a function's changed globals), before anything was computed. Depends on jit.c and
  * autotune.c (the inner dispatchers' entries); jit_subscript.c hands it kernel[grid] calls. */
-#include "ext.h"
-#include "watch.h"
+#include "tuner_base.h"
 
 #define H_MAX 16      /* values served here; a Heuristics with more is Triton's */
 #define H_MAX_VARS 8  /* arguments one program reads */
@@ -65,25 +64,14 @@ typedef struct {
 
 typedef struct {
   PyObject_HEAD
-  vectorcallfunc vectorcall;
-  fl_ext_state *state;
-  PyObject *heuristics;
-  PyObject *stock_run;    /* Triton's Heuristics.run, bound */
-  PyObject *policy;       /* revalidate() */
-  PyObject *arg_names;    /* tuple of str */
-  PyObject *inner;        /* the inner kernel's run */
+  fl_tuner_head t;        /* tuner: the Heuristics; inner: the inner kernel's run */
   int inner_kind;         /* 1 a JitDispatcher, 2 an AutotuneDispatcher, 0 anything else */
-  PyObject *stock_reason; /* str while every call goes to Triton */
-  fl_ext_watch watch;
   size_t nh;
   heur h[H_MAX];
   h_form forms[H_FORMS];
   size_t nforms, next_form;
   int busy;               /* a value's function is running (a nested call changes nothing) */
-  PyObject *spare_call;
-  PyObject *stock_counts;
-  unsigned long long fast, stock, in_c, called;
-  PyObject *weakrefs;
+  unsigned long long in_c, called;
 } HeurObject;
 
 /* ---- the values ---- */
@@ -149,7 +137,7 @@ static int heur_set(heur *h, PyObject *spec) {
 /* policy.revalidate() -> (stock reason or None, watched dicts, inner run, value specs, or None
  * while the ones held stand). */
 static int revalidate(HeurObject *self) {
-  PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
+  PyObject *r = PyObject_CallMethod(self->t.policy, "revalidate", NULL);
   if (!r) return -1;
   PyObject *specs = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 4 ? PyTuple_GET_ITEM(r, 3) : NULL;
   if (!specs || (specs != Py_None && !PyTuple_Check(specs))) {
@@ -158,22 +146,22 @@ static int revalidate(HeurObject *self) {
   }
   PyObject *reason = PyTuple_GET_ITEM(r, 0), *inner = PyTuple_GET_ITEM(r, 2);
   int rc = 0;
-  if (specs != Py_None || inner != self->inner) forms_clear(self); /* the forms hold value slots and names */
+  if (specs != Py_None || inner != self->t.inner) forms_clear(self); /* the forms hold value slots and names */
   if (specs != Py_None) {
     for (size_t i = 0; i < self->nh; i++) heur_clear(&self->h[i]);
     self->nh = 0;
     Py_ssize_t n = PyTuple_GET_SIZE(specs);
-    if (n > H_MAX && reason == Py_None) reason = self->state->str_heuristics_count;
+    if (n > H_MAX && reason == Py_None) reason = self->t.state->str_heuristics_count;
     for (Py_ssize_t i = 0; i < n && n <= H_MAX && rc == 0; i++) {
       rc = heur_set(&self->h[i], PyTuple_GET_ITEM(specs, i));
       self->nh = (size_t)i + 1;
     }
   }
-  PyObject *old_reason = self->stock_reason, *old_inner = self->inner;
-  self->stock_reason = reason == Py_None ? NULL : Py_NewRef(reason);
-  self->inner = Py_NewRef(inner);
-  self->inner_kind = Py_TYPE(inner) == self->state->jit_type ? 1 : Py_TYPE(inner) == self->state->autotune_type ? 2 : 0;
-  if (rc == 0) rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 1));
+  PyObject *old_reason = self->t.stock_reason, *old_inner = self->t.inner;
+  self->t.stock_reason = reason == Py_None ? NULL : Py_NewRef(reason);
+  self->t.inner = Py_NewRef(inner);
+  self->inner_kind = Py_TYPE(inner) == self->t.state->jit_type ? 1 : Py_TYPE(inner) == self->t.state->autotune_type ? 2 : 0;
+  if (rc == 0) rc = fl_ext_watch_set(&self->t.watch, self->t.state, PyTuple_GET_ITEM(r, 1));
   Py_XDECREF(old_reason); /* last: the inner and its kind agree before any __del__ runs */
   Py_XDECREF(old_inner);
   Py_DECREF(r);
@@ -195,9 +183,9 @@ static Py_ssize_t kw_find(const h_form *f, PyObject *name) {
 static int16_t source_of(const HeurObject *self, const h_form *f, PyObject *name) {
   Py_ssize_t p = kw_find(f, name);
   if (p >= 0) return (int16_t)p;
-  Py_ssize_t np = PyTuple_GET_SIZE(self->arg_names);
+  Py_ssize_t np = PyTuple_GET_SIZE(self->t.arg_names);
   for (Py_ssize_t j = 0; j < np && (size_t)j < f->nargs; j++)
-    if (PyUnicode_Compare(PyTuple_GET_ITEM(self->arg_names, j), name) == 0) return (int16_t)(-2 - j);
+    if (PyUnicode_Compare(PyTuple_GET_ITEM(self->t.arg_names, j), name) == 0) return (int16_t)(-2 - j);
   if (PyErr_Occurred()) PyErr_Clear();
   return SRC_ABSENT;
 }
@@ -211,13 +199,13 @@ static int form_build(HeurObject *self, h_form *f, PyObject *kwnames, size_t nar
   f->grid_at = f->warmup_at = -1;
   if (nin + 2 + (Py_ssize_t)self->nh > H_MAX_KW) return 1;
   if (apart) {
-    f->grid_at = f->nkw, f->kw_in[f->nkw] = -1, f->kw_names[f->nkw++] = self->state->str_grid;
-    f->warmup_at = f->nkw, f->kw_in[f->nkw] = -1, f->kw_names[f->nkw++] = self->state->str_warmup;
+    f->grid_at = f->nkw, f->kw_in[f->nkw] = -1, f->kw_names[f->nkw++] = self->t.state->str_grid;
+    f->warmup_at = f->nkw, f->kw_in[f->nkw] = -1, f->kw_names[f->nkw++] = self->t.state->str_warmup;
   }
   for (Py_ssize_t k = 0; k < nin; k++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, k);
-    if (PyUnicode_Compare(name, self->state->str_grid) == 0) f->grid_at = f->nkw;
-    else if (PyUnicode_Compare(name, self->state->str_warmup) == 0) f->warmup_at = f->nkw;
+    if (PyUnicode_Compare(name, self->t.state->str_grid) == 0) f->grid_at = f->nkw;
+    else if (PyUnicode_Compare(name, self->t.state->str_warmup) == 0) f->warmup_at = f->nkw;
     if (PyErr_Occurred()) return -1;
     f->kw_in[f->nkw] = (int16_t)k;
     f->kw_names[f->nkw++] = name;
@@ -270,9 +258,9 @@ static h_form *form_of(HeurObject *self, PyObject *kwnames, size_t nargs, int ap
 static PyObject *mapping(HeurObject *self, const h_form *f, PyObject *const *args, PyObject *const *kw) {
   PyObject *d = PyDict_New();
   if (!d) return NULL;
-  Py_ssize_t np = PyTuple_GET_SIZE(self->arg_names);
+  Py_ssize_t np = PyTuple_GET_SIZE(self->t.arg_names);
   for (Py_ssize_t j = 0; j < np && (size_t)j < f->nargs; j++)
-    if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->arg_names, j), args[j]) < 0) goto fail;
+    if (PyDict_SetItem(d, PyTuple_GET_ITEM(self->t.arg_names, j), args[j]) < 0) goto fail;
   for (Py_ssize_t p = 0; p < f->nkw; p++)
     if (kw[p] && PyDict_SetItem(d, f->kw_names[p], kw[p]) < 0) goto fail;
   return d;
@@ -334,9 +322,9 @@ static PyObject *value_of(HeurObject *self, heur *h, const h_form *f, size_t i, 
  * first among the keywords, as KernelInterface passes them. */
 static FL_EXT_COLD PyObject *stock(HeurObject *self, PyObject *grid, PyObject *const *args, size_t nargs,
                                    PyObject *kwnames, const char *reason, PyObject *reason_obj) {
-  self->stock++;
-  fl_ext_count_reason(self->stock_counts, reason, reason_obj);
-  if (!grid) return PyObject_Vectorcall(self->stock_run, args, nargs, kwnames);
+  self->t.stock++;
+  fl_ext_count_reason(self->t.stock_counts, reason, reason_obj);
+  if (!grid) return PyObject_Vectorcall(self->t.stock_run, args, nargs, kwnames);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   PyObject *names = PyTuple_New(nkw + 2);
   PyObject **argv = PyMem_Malloc((nargs + (size_t)nkw + 2) * sizeof(PyObject *));
@@ -346,10 +334,10 @@ static FL_EXT_COLD PyObject *stock(HeurObject *self, PyObject *grid, PyObject *c
     argv[nargs] = grid;
     argv[nargs + 1] = Py_False;
     memcpy(argv + nargs + 2, args + nargs, (size_t)nkw * sizeof(PyObject *));
-    PyTuple_SET_ITEM(names, 0, Py_NewRef(self->state->str_grid));
-    PyTuple_SET_ITEM(names, 1, Py_NewRef(self->state->str_warmup));
+    PyTuple_SET_ITEM(names, 0, Py_NewRef(self->t.state->str_grid));
+    PyTuple_SET_ITEM(names, 1, Py_NewRef(self->t.state->str_warmup));
     for (Py_ssize_t i = 0; i < nkw; i++) PyTuple_SET_ITEM(names, i + 2, Py_NewRef(PyTuple_GET_ITEM(kwnames, i)));
-    r = PyObject_Vectorcall(self->stock_run, argv, nargs, names);
+    r = PyObject_Vectorcall(self->t.stock_run, argv, nargs, names);
   } else {
     PyErr_NoMemory();
   }
@@ -365,7 +353,7 @@ static PyObject *call_inner(HeurObject *self, const h_form *f, PyObject *const *
   Py_ssize_t nout = PyTuple_GET_SIZE(f->out);
   memcpy(argv, args, nargs * sizeof(PyObject *));
   for (Py_ssize_t q = 0; q < nout; q++) argv[nargs + (size_t)q] = kw[f->out_kw[q]];
-  PyObject *inner = Py_NewRef(self->inner), *out = Py_NewRef(f->out), *res;
+  PyObject *inner = Py_NewRef(self->t.inner), *out = Py_NewRef(f->out), *res;
   if (self->inner_kind == 1) res = fl_ext_jit_run_grid(inner, kw[f->grid_at], argv, nargs, out);
   else if (self->inner_kind == 2) res = fl_ext_autotune_call(inner, kw[f->grid_at], argv, nargs, out);
   else res = PyObject_Vectorcall(inner, argv, nargs, out);
@@ -379,7 +367,7 @@ static PyObject *call_inner(HeurObject *self, const h_form *f, PyObject *const *
  * that would change them goes to Triton. */
 static PyObject *h_dispatch(HeurObject *self, PyObject *grid, PyObject *const *args, size_t nargs, PyObject *kwnames) {
 #define STOCK(reason) stock(self, grid, args, nargs, kwnames, reason, NULL)
-  if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->watch))) {
+  if (FL_EXT_UNLIKELY(fl_ext_watch_changed(&self->t.watch))) {
     if (self->busy) return STOCK("reentrant");
     /* Busy while the values and forms are replaced: a call from a __del__ their releases run (or
      * from the policy's Python) sees the watch still changed and goes to Triton. */
@@ -388,7 +376,7 @@ static PyObject *h_dispatch(HeurObject *self, PyObject *grid, PyObject *const *a
     self->busy--;
     if (rc < 0) return NULL;
   }
-  if (self->stock_reason) return stock(self, grid, args, nargs, kwnames, NULL, self->stock_reason);
+  if (self->t.stock_reason) return stock(self, grid, args, nargs, kwnames, NULL, self->t.stock_reason);
   if (nargs > H_MAX_ARGS) return STOCK("positional_args");
   const char *why = NULL;
   h_form *f = form_of(self, kwnames, nargs, grid != NULL, &why);
@@ -405,7 +393,7 @@ static PyObject *h_dispatch(HeurObject *self, PyObject *grid, PyObject *const *a
     kw[f->slot[i]] = held[nheld++] = v;
   }
   res = call_inner(self, f, args, nargs, kw);
-  if (res) self->fast++;
+  if (res) self->t.fast++;
 done:
   self->busy--;
   while (nheld) Py_DECREF(held[--nheld]);
@@ -422,7 +410,7 @@ PyObject *fl_ext_heuristics_call(PyObject *dispatcher, PyObject *grid, PyObject 
   return result;
 }
 
-PyObject **fl_ext_heuristics_spare(PyObject *dispatcher) { return &((HeurObject *)dispatcher)->spare_call; }
+PyObject **fl_ext_heuristics_spare(PyObject *dispatcher) { return &((HeurObject *)dispatcher)->t.spare_call; }
 
 /* run(*args, grid=..., warmup=..., **kwargs): Triton's signature. */
 static PyObject *h_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -438,70 +426,46 @@ static PyObject *h_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO$O!:HeuristicsDispatcher", kwlist, &heuristics, &stock_run, &policy,
                                    &PyTuple_Type, &names))
     return NULL;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++)
-    if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i)))
-      return PyErr_Format(PyExc_TypeError, "arg_names[%zd]: expected a str", i);
+  if (fl_tuner_check_names(names) < 0) return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
   if (!st) return NULL;
   HeurObject *self = (HeurObject *)type->tp_alloc(type, 0);
   if (!self) return NULL;
-  self->vectorcall = h_vectorcall;
-  self->state = st;
-  self->heuristics = Py_NewRef(heuristics);
-  self->stock_run = Py_NewRef(stock_run);
-  self->policy = Py_NewRef(policy);
-  self->arg_names = Py_NewRef(names);
-  self->inner = Py_NewRef(Py_None);
-  self->stock_counts = PyDict_New();
-  self->stock_reason = PyUnicode_FromString("not_validated");
-  FL_EXT_STORE(self->watch.force, 1);
-  if (!self->stock_counts || !self->stock_reason) {
+  if (fl_tuner_init(&self->t, st, h_vectorcall, heuristics, stock_run, policy, names) < 0) {
     Py_DECREF(self);
-    return PyErr_NoMemory();
+    return NULL;
   }
   return (PyObject *)self;
 }
 
 static PyObject *h_invalidate_unlocked(PyObject *op, PyObject *unused) {
   (void)unused;
-  FL_EXT_STORE(((HeurObject *)op)->watch.force, 1);
+  FL_EXT_STORE(((HeurObject *)op)->t.watch.force, 1);
   Py_RETURN_NONE;
 }
 
 static PyObject *h_get_counts_unlocked(PyObject *op, void *closure) {
   HeurObject *self = (HeurObject *)op;
   (void)closure;
-  PyObject *reasons = PyDict_Copy(self->stock_counts);
+  PyObject *reasons = PyDict_Copy(self->t.stock_counts);
   if (!reasons) return NULL;
-  return Py_BuildValue("{sKsKsNsKsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
+  return Py_BuildValue("{sKsKsNsKsK}", "fast", self->t.fast, "stock", self->t.stock, "stock_reasons", reasons,
                        "values_in_c", self->in_c, "values_called", self->called);
 }
 
 static int h_traverse(PyObject *op, visitproc visit, void *arg) {
   HeurObject *self = (HeurObject *)op;
   Py_VISIT(Py_TYPE(self));
-  Py_VISIT(self->watch.dicts);
-  Py_VISIT(self->heuristics);
-  Py_VISIT(self->stock_run);
-  Py_VISIT(self->policy);
-  Py_VISIT(self->inner);
-  Py_VISIT(self->spare_call);
   for (size_t i = 0; i < self->nh; i++) {
     Py_VISIT(self->h[i].fn);
     Py_VISIT(self->h[i].value);
   }
-  return 0;
+  return fl_tuner_traverse(&self->t, visit, arg);
 }
 
 static int h_clear(PyObject *op) {
   HeurObject *self = (HeurObject *)op;
-  Py_CLEAR(self->watch.dicts);
-  FL_EXT_STORE(self->watch.force, 1);
-  Py_CLEAR(self->heuristics);
-  Py_CLEAR(self->stock_run);
-  Py_CLEAR(self->policy);
-  Py_CLEAR(self->inner);
-  Py_CLEAR(self->spare_call);
+  fl_tuner_clear(&self->t);
   forms_clear(self);
   for (size_t i = 0; i < self->nh; i++) heur_clear(&self->h[i]);
   self->nh = 0;
@@ -512,12 +476,9 @@ static void h_dealloc(PyObject *op) {
   HeurObject *self = (HeurObject *)op;
   PyTypeObject *tp = Py_TYPE(self);
   PyObject_GC_UnTrack(self);
-  if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
-  h_clear((PyObject *)self);
-  Py_CLEAR(self->arg_names);
-  Py_CLEAR(self->stock_reason);
-  Py_CLEAR(self->stock_counts);
-  fl_ext_watch_free(&self->watch);
+  if (self->t.weakrefs) PyObject_ClearWeakRefs(op);
+  h_clear(op);
+  fl_tuner_free(&self->t);
   tp->tp_free(self);
   Py_DECREF(tp);
 }
@@ -536,9 +497,9 @@ static PyGetSetDef h_getset[] = {
 };
 
 static PyMemberDef h_members[] = {
-    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(HeurObject, vectorcall), Py_READONLY, NULL},
-    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(HeurObject, weakrefs), Py_READONLY, NULL},
-    {"heuristics", Py_T_OBJECT_EX, offsetof(HeurObject, heuristics), Py_READONLY, "the Heuristics it serves"},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(HeurObject, t.vectorcall), Py_READONLY, NULL},
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(HeurObject, t.weakrefs), Py_READONLY, NULL},
+    {"heuristics", Py_T_OBJECT_EX, offsetof(HeurObject, t.tuner), Py_READONLY, "the Heuristics it serves"},
     {NULL, 0, 0, 0, NULL},
 };
 
