@@ -495,4 +495,14 @@ Py_ssize_t fl_ext_name_index(PyObject *names, PyObject *key);
  * testing build's layer in its place ---- */
 int fl_ext_add_extras(PyObject *module, fl_ext_state *st);
 
+/* The dealloc of a GC type whose references `clear` releases (its tp_clear): untracked, cleared,
+ * freed, its heap type released. */
+static inline void fl_ext_gc_dealloc(PyObject *op, inquiry clear) {
+  PyTypeObject *tp = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  clear(op);
+  tp->tp_free(op);
+  Py_DECREF(tp);
+}
+
 #endif

@@ -14,12 +14,9 @@
 #include "compiled_base.h"
 
 
-typedef struct {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
-  LaunchObject *launch;
-  PyObject *grid;
-} CallObject;
+/* CompiledCall: a JitCallObject (jit_base.h) whose target is the kernel's CompiledLaunch. */
+typedef JitCallObject CallObject;
+#define CALL_LAUNCH(callable) ((LaunchObject *)((CallObject *)(callable))->target)
 
 PyTypeObject *fl_compiled_launch_type;
 static PyTypeObject *call_type; /* set once, at the module's init */
@@ -109,7 +106,7 @@ int fl_compiled_hooked(const fl_compiled_hooked_call *c, PyObject **res) {
 
 static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   CallObject *call = (CallObject *)callable; /* held by the caller, with its launch and grid */
-  LaunchObject *L = call->launch;
+  LaunchObject *L = (LaunchObject *)call->target;
   fl_ext_state *st = L->state;
   size_t nargs = PyVectorcall_NARGS(nargsf);
   uint64_t stream = 0;
@@ -177,14 +174,13 @@ static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *a
 }
 
 /* A kept compiled kernel's calls in a critical section on its CompiledLaunch (free-threaded builds). */
-#define CALL_LAUNCH(callable) (((CallObject *)(callable))->launch)
 FL_EXT_VECTORCALL_LOCKED(call_vectorcall, call_vectorcall_unlocked, CALL_LAUNCH)
 
 static PyObject *new_call(LaunchObject *L, PyObject *grid) {
   CallObject *call = PyObject_GC_New(CallObject, call_type);
   if (!call) return NULL;
   call->vectorcall = call_vectorcall;
-  call->launch = (LaunchObject *)Py_NewRef(L);
+  call->target = Py_NewRef((PyObject *)L);
   call->grid = Py_NewRef(grid);
   PyObject_GC_Track(call);
   return (PyObject *)call;
@@ -216,12 +212,8 @@ static PyObject *call_for(LaunchObject *L, PyObject *grid) {
 }
 
 /* ---- CompiledSubscript: the class's __getitem__ ---- */
-typedef struct {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
-  PyObject *stock_getitem;
-  PyObject *attach; /* attach(kernel) -> its CompiledLaunch (kept in the kernel's __dict__), or None */
-} SubscriptObject;
+/* attach(kernel) -> its CompiledLaunch (kept in the kernel's __dict__), or None. */
+typedef fl_getitem_head SubscriptObject;
 
 /* The kernel's CompiledLaunch (a new reference), made by attach the first time; NULL with an
  * exception, or Py_None: Triton's. */
@@ -262,12 +254,6 @@ static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args,
   return res;
 }
 
-static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type) {
-  (void)type;
-  if (!obj || obj == Py_None) return Py_NewRef(self);
-  return PyMethod_New(self, obj);
-}
-
 static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"stock_getitem", "attach", NULL};
   PyObject *stock_getitem, *attach;
@@ -281,33 +267,15 @@ static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwd
 }
 
 static int subscript_traverse(PyObject *op, visitproc visit, void *arg) {
-  SubscriptObject *self = (SubscriptObject *)op;
-  Py_VISIT(Py_TYPE(self));
-  Py_VISIT(self->stock_getitem);
-  Py_VISIT(self->attach);
-  return 0;
+  return fl_getitem_traverse((SubscriptObject *)op, visit, arg);
 }
 
 static int subscript_clear(PyObject *op) {
-  SubscriptObject *self = (SubscriptObject *)op;
-  Py_CLEAR(self->stock_getitem);
-  Py_CLEAR(self->attach);
+  fl_getitem_clear((SubscriptObject *)op);
   return 0;
 }
 
-static void subscript_dealloc(PyObject *op) {
-  PyTypeObject *tp = Py_TYPE(op);
-  PyObject_GC_UnTrack(op);
-  subscript_clear(op);
-  tp->tp_free(op);
-  Py_DECREF(tp);
-}
-
-static PyMemberDef subscript_members[] = {
-    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(SubscriptObject, vectorcall), Py_READONLY, NULL},
-    {"stock_getitem", Py_T_OBJECT_EX, offsetof(SubscriptObject, stock_getitem), Py_READONLY, "Triton's own __getitem__"},
-    {NULL, 0, 0, 0, NULL},
-};
+static void subscript_dealloc(PyObject *op) { fl_ext_gc_dealloc(op, subscript_clear); }
 
 static PyType_Slot subscript_slots[] = {
     {Py_tp_new, subscript_new},
@@ -315,8 +283,8 @@ static PyType_Slot subscript_slots[] = {
     {Py_tp_traverse, subscript_traverse},
     {Py_tp_clear, subscript_clear},
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, subscript_get},
-    {Py_tp_members, subscript_members},
+    {Py_tp_descr_get, fl_getitem_bind},
+    {Py_tp_members, fl_getitem_members},
     {Py_tp_doc, "CompiledSubscript(stock_getitem, attach)\n--\n\nCompiledKernel's __getitem__ while fastlaunch "
                 "serves Triton: compiled[grid] hands out a CompiledCall."},
     {0, NULL},
@@ -464,54 +432,6 @@ static PyType_Spec launch_spec = {
     .slots = launch_slots,
 };
 
-/* ---- CompiledCall ---- */
-static int call_traverse(PyObject *op, visitproc visit, void *arg) {
-  CallObject *self = (CallObject *)op;
-  Py_VISIT(Py_TYPE(self));
-  Py_VISIT(self->launch);
-  Py_VISIT(self->grid);
-  return 0;
-}
-
-static int call_clear(PyObject *op) {
-  CallObject *self = (CallObject *)op;
-  Py_CLEAR(self->launch);
-  Py_CLEAR(self->grid);
-  return 0;
-}
-
-static void call_dealloc(PyObject *op) {
-  PyTypeObject *tp = Py_TYPE(op);
-  PyObject_GC_UnTrack(op);
-  call_clear(op);
-  tp->tp_free(op);
-  Py_DECREF(tp);
-}
-
-static PyMemberDef call_members[] = {
-    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(CallObject, vectorcall), Py_READONLY, NULL},
-    {"grid", Py_T_OBJECT_EX, offsetof(CallObject, grid), Py_READONLY, "the grid of compiled[grid]"},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyType_Slot call_slots[] = {
-    {Py_tp_dealloc, call_dealloc},
-    {Py_tp_traverse, call_traverse},
-    {Py_tp_clear, call_clear},
-    {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_members, call_members},
-    {Py_tp_doc, "compiled[grid]: calling it launches the kernel as Triton's launcher would."},
-    {0, NULL},
-};
-
-static PyType_Spec call_spec = {
-    .name = "fastlaunch._C.CompiledCall",
-    .basicsize = sizeof(CallObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
-             Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = call_slots,
-};
-
 /* The three types; held by the module (the static pointers are for the call path). */
 int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st) {
   if (!str_launch_attr && !(str_launch_attr = PyUnicode_InternFromString("_fastlaunch_launch"))) return -1;
@@ -519,10 +439,12 @@ int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st) {
   st->str_launch_enter_hook = PyUnicode_InternFromString("launch_enter_hook");
   st->str_launch_exit_hook = PyUnicode_InternFromString("launch_exit_hook");
   if (!st->str_launch_metadata || !st->str_launch_enter_hook || !st->str_launch_exit_hook) return -1;
-  PyType_Spec *specs[3] = {&subscript_spec, &launch_spec, &call_spec};
+  PyType_Spec *specs[2] = {&subscript_spec, &launch_spec};
   PyTypeObject *types[3];
   for (int i = 0; i < 3; i++) {
-    types[i] = (PyTypeObject *)PyType_FromModuleAndSpec(module, specs[i], NULL);
+    types[i] = i < 2 ? (PyTypeObject *)PyType_FromModuleAndSpec(module, specs[i], NULL)
+                     : fl_grid_call_type(module, "fastlaunch._C.CompiledCall",
+                                         "compiled[grid]: calling it launches the kernel as Triton's launcher would.");
     if (!types[i] || PyModule_AddType(module, types[i]) < 0) {
       Py_XDECREF(types[i]);
       return -1;

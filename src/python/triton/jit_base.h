@@ -353,13 +353,37 @@ typedef struct {
   PyObject *weakrefs;
 } JitObject;
 
+/* The call obj[grid] hands out: JitCall (jit_subscript.c; its target a JitDispatcher or an
+ * AutotuneDispatcher) and CompiledCall (compiled.c; its target the kernel's CompiledLaunch). */
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
-  fl_ext_state *state;
-  PyObject *target; /* a JitDispatcher or an AutotuneDispatcher */
+  PyObject *target;
   PyObject *grid;
 } JitCallObject;
+
+/* The head of a class's __getitem__ while fastlaunch serves it: JitSubscript (jit_subscript.c) and
+ * CompiledSubscript (compiled.c). */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject *stock_getitem; /* Triton's own __getitem__ */
+  PyObject *attach;        /* the policy's: attach(kernel) */
+} fl_getitem_head;
+
+/* jit_subscript.c: both call types' and both heads' traversal and release, written once. */
+int fl_grid_call_traverse(PyObject *op, visitproc visit, void *arg);
+int fl_grid_call_clear(PyObject *op);
+void fl_grid_call_dealloc(PyObject *op);
+int fl_getitem_traverse(fl_getitem_head *h, visitproc visit, void *arg);
+void fl_getitem_clear(fl_getitem_head *h);
+/* Both heads' members (__vectorcalloffset__, stock_getitem): a type whose object starts with the head. */
+extern PyMemberDef fl_getitem_members[];
+/* A call type (JitCall, CompiledCall): the one spec, named `name` with `doc` (static strings). New
+ * reference, or NULL. */
+PyTypeObject *fl_grid_call_type(PyObject *module, const char *name, const char *doc);
+/* __get__ of a class's __getitem__: bound to the instance, as a function is. */
+PyObject *fl_getitem_bind(PyObject *self, PyObject *obj, PyObject *type);
 
 /* A call bound to the kernel's parameters. */
 typedef struct {

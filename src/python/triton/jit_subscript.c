@@ -6,8 +6,8 @@
 
 #include <string.h>
 
-/* ---- JitCall ---- */
-static int jit_call_traverse(PyObject *op, visitproc visit, void *arg) {
+/* ---- JitCall, and what CompiledCall and CompiledSubscript share with it and JitSubscript ---- */
+int fl_grid_call_traverse(PyObject *op, visitproc visit, void *arg) {
   JitCallObject *self = (JitCallObject *)op;
   Py_VISIT(Py_TYPE(self));
   Py_VISIT(self->target);
@@ -15,45 +15,61 @@ static int jit_call_traverse(PyObject *op, visitproc visit, void *arg) {
   return 0;
 }
 
-static int jit_call_clear(PyObject *op) {
+int fl_grid_call_clear(PyObject *op) {
   JitCallObject *self = (JitCallObject *)op;
   Py_CLEAR(self->target);
   Py_CLEAR(self->grid);
   return 0;
 }
 
-static void jit_call_dealloc(PyObject *op) {
-  JitCallObject *self = (JitCallObject *)op;
-  PyTypeObject *tp = Py_TYPE(self);
-  PyObject_GC_UnTrack(self);
-  jit_call_clear((PyObject *)self);
-  tp->tp_free(self);
-  Py_DECREF(tp);
-}
+void fl_grid_call_dealloc(PyObject *op) { fl_ext_gc_dealloc(op, fl_grid_call_clear); }
 
-static PyMemberDef jit_call_members[] = {
-    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(JitCallObject, vectorcall), Py_READONLY, NULL},
-    {"grid", Py_T_OBJECT_EX, offsetof(JitCallObject, grid), Py_READONLY, "the grid of kernel[grid]"},
+PyMemberDef fl_getitem_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(fl_getitem_head, vectorcall), Py_READONLY, NULL},
+    {"stock_getitem", Py_T_OBJECT_EX, offsetof(fl_getitem_head, stock_getitem), Py_READONLY, "Triton's own __getitem__"},
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyType_Slot jit_call_slots[] = {
-    {Py_tp_dealloc, jit_call_dealloc},
-    {Py_tp_traverse, jit_call_traverse},
-    {Py_tp_clear, jit_call_clear},
-    {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_members, jit_call_members},
-    {Py_tp_doc, "kernel[grid]: calling it launches the kernel as Triton's JIT would."},
-    {0, NULL},
+int fl_getitem_traverse(fl_getitem_head *h, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(h));
+  Py_VISIT(h->stock_getitem);
+  Py_VISIT(h->attach);
+  return 0;
+}
+
+void fl_getitem_clear(fl_getitem_head *h) {
+  Py_CLEAR(h->stock_getitem);
+  Py_CLEAR(h->attach);
+}
+
+PyObject *fl_getitem_bind(PyObject *self, PyObject *obj, PyObject *type) {
+  (void)type;
+  if (!obj || obj == Py_None) return Py_NewRef(self);
+  return PyMethod_New(self, obj);
+}
+
+static PyMemberDef grid_call_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(JitCallObject, vectorcall), Py_READONLY, NULL},
+    {"grid", Py_T_OBJECT_EX, offsetof(JitCallObject, grid), Py_READONLY, "the grid of obj[grid]"},
+    {NULL, 0, 0, 0, NULL},
 };
 
-static PyType_Spec jit_call_spec = {
-    .name = "fastlaunch._C.JitCall",
-    .basicsize = sizeof(JitCallObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
-             Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .slots = jit_call_slots,
-};
+PyTypeObject *fl_grid_call_type(PyObject *module, const char *name, const char *doc) {
+  PyType_Slot slots[] = {
+      {Py_tp_dealloc, fl_grid_call_dealloc}, {Py_tp_traverse, fl_grid_call_traverse},
+      {Py_tp_clear, fl_grid_call_clear},     {Py_tp_call, PyVectorcall_Call},
+      {Py_tp_members, grid_call_members},    {Py_tp_doc, (void *)doc},
+      {0, NULL},
+  };
+  PyType_Spec spec = {
+      .name = name,
+      .basicsize = sizeof(JitCallObject),
+      .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE |
+               Py_TPFLAGS_DISALLOW_INSTANTIATION,
+      .slots = slots,
+  };
+  return (PyTypeObject *)PyType_FromModuleAndSpec(module, &spec, NULL);
+}
 
 /* kernel[grid] on an autotuned kernel. */
 static PyObject *autotune_call_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -85,7 +101,6 @@ static PyObject *new_call(fl_ext_state *st, PyObject *target, PyObject *grid) {
   call->vectorcall = Py_TYPE(target) == st->jit_type        ? fl_jit_call_vectorcall
                      : Py_TYPE(target) == st->autotune_type ? autotune_call_vectorcall
                                                             : heuristics_call_vectorcall;
-  call->state = st;
   call->target = Py_NewRef(target);
   call->grid = Py_NewRef(grid);
   PyObject_GC_Track(call);
@@ -94,11 +109,8 @@ static PyObject *new_call(fl_ext_state *st, PyObject *target, PyObject *grid) {
 
 /* ---- JitSubscript: the class's __getitem__ ---- */
 typedef struct {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  fl_getitem_head h;       /* attach(kernel): installs a dispatcher, or marks the kernel stock */
   fl_ext_state *state;
-  PyObject *stock_getitem; /* Triton's own __getitem__ */
-  PyObject *attach;        /* attach(kernel): installs a dispatcher, or marks the kernel stock */
   /* The last kernel served, its instance dict, the dispatcher found there and the dict's stamp
    * then: while the stamp holds, kernel[grid] on that kernel skips the lookup of `run`. */
   PyObject *last_kernel, *last_dict, *last_run;
@@ -153,7 +165,7 @@ static PyObject *spare_or_new(SubscriptObject *sub, PyObject *run, PyObject *ker
   PyObject **spare_at;
   if (!run || !(spare_at = spare_of(sub->state, run))) {
     PyObject *args[2] = {kernel, grid};
-    return PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
+    return PyObject_Vectorcall(sub->h.stock_getitem, args, 2, NULL);
   }
   PyObject *spare = *spare_at;
   if (spare && Py_REFCNT(spare) == 1) return reuse(spare, grid); /* nobody holds the last one */
@@ -170,7 +182,7 @@ static FL_EXT_COLD PyObject *subscript_call_slow(SubscriptObject *sub, PyObject 
   PyObject *res = NULL, *run = subscript_run(sub, kernel);
   if (!run) {
     if (PyErr_Occurred()) goto done;
-    PyObject *r = PyObject_CallOneArg(sub->attach, kernel); /* once per kernel */
+    PyObject *r = PyObject_CallOneArg(sub->h.attach, kernel); /* once per kernel */
     if (!r) goto done;
     Py_DECREF(r);
     run = subscript_run(sub, kernel);
@@ -289,7 +301,7 @@ static PyObject *subscript_call_locked(SubscriptObject *sub, PyObject *kernel, P
   Py_INCREF(sub); /* _attach, or a release, may call disable(), which drops the class's */
   PyObject *res = NULL, *run = run_of(sub, kernel);
   if (!run && !PyErr_Occurred()) {
-    PyObject *r = PyObject_CallOneArg(sub->attach, kernel); /* once per kernel */
+    PyObject *r = PyObject_CallOneArg(sub->h.attach, kernel); /* once per kernel */
     Py_XDECREF(r);
     if (r) run = run_of(sub, kernel);
   }
@@ -297,7 +309,7 @@ static PyObject *subscript_call_locked(SubscriptObject *sub, PyObject *kernel, P
     res = thread_call(sub->state, run, grid);
   } else if (run || !PyErr_Occurred()) {
     PyObject *args[2] = {kernel, grid};
-    res = PyObject_Vectorcall(sub->stock_getitem, args, 2, NULL);
+    res = PyObject_Vectorcall(sub->h.stock_getitem, args, 2, NULL);
   }
   Py_XDECREF(run);
   Py_DECREF(sub);
@@ -309,7 +321,7 @@ static PyObject *subscript_call_locked(SubscriptObject *sub, PyObject *kernel, P
 
 static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   SubscriptObject *sub = (SubscriptObject *)callable;
-  if (PyVectorcall_NARGS(nargsf) != 2 || kwnames) return PyObject_Vectorcall(sub->stock_getitem, args, nargsf, kwnames);
+  if (PyVectorcall_NARGS(nargsf) != 2 || kwnames) return PyObject_Vectorcall(sub->h.stock_getitem, args, nargsf, kwnames);
   return subscript_call_locked(sub, args[0], args[1]);
 }
 
@@ -414,9 +426,7 @@ static PyMethodDef subscript_methods[] = {
 
 
 static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type) {
-  (void)type;
-  if (!obj || obj == Py_None) return Py_NewRef(self);
-  return PyMethod_New(self, obj);
+  return fl_getitem_bind(self, obj, type); /* a function of its own: JitSubscript is recognised by it */
 }
 
 static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -427,48 +437,33 @@ static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwd
   if (!st) return NULL;
   SubscriptObject *self = (SubscriptObject *)type->tp_alloc(type, 0);
   if (!self) return NULL;
-  self->vectorcall = subscript_vectorcall;
+  self->h.vectorcall = subscript_vectorcall;
   self->state = st;
-  self->stock_getitem = Py_NewRef(stock_getitem);
-  self->attach = Py_NewRef(attach);
+  self->h.stock_getitem = Py_NewRef(stock_getitem);
+  self->h.attach = Py_NewRef(attach);
   return (PyObject *)self;
 }
 
 static int subscript_traverse(PyObject *op, visitproc visit, void *arg) {
   SubscriptObject *self = (SubscriptObject *)op;
-  Py_VISIT(Py_TYPE(self));
-  Py_VISIT(self->stock_getitem);
-  Py_VISIT(self->attach);
   Py_VISIT(self->last_kernel);
   Py_VISIT(self->last_dict);
   Py_VISIT(self->last_run);
-  return 0;
+  return fl_getitem_traverse(&self->h, visit, arg);
 }
 
 static int subscript_clear(PyObject *op) {
   SubscriptObject *self = (SubscriptObject *)op;
-  Py_CLEAR(self->stock_getitem);
-  Py_CLEAR(self->attach);
+  fl_getitem_clear(&self->h);
   Py_CLEAR(self->last_kernel);
   Py_CLEAR(self->last_dict);
   Py_CLEAR(self->last_run);
   return 0;
 }
 
-static void subscript_dealloc(PyObject *op) {
-  SubscriptObject *self = (SubscriptObject *)op;
-  PyTypeObject *tp = Py_TYPE(self);
-  PyObject_GC_UnTrack(self);
-  subscript_clear((PyObject *)self);
-  tp->tp_free(self);
-  Py_DECREF(tp);
-}
+static void subscript_dealloc(PyObject *op) { fl_ext_gc_dealloc(op, subscript_clear); }
 
-static PyMemberDef subscript_members[] = {
-    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(SubscriptObject, vectorcall), Py_READONLY, NULL},
-    {"stock_getitem", Py_T_OBJECT_EX, offsetof(SubscriptObject, stock_getitem), Py_READONLY, "Triton's own __getitem__"},
-    {NULL, 0, 0, 0, NULL},
-};
+_Static_assert(offsetof(SubscriptObject, h) == 0, "a JitSubscript starts with the head (fl_getitem_members)");
 
 static PyType_Slot subscript_slots[] = {
     {Py_tp_new, subscript_new},
@@ -477,7 +472,7 @@ static PyType_Slot subscript_slots[] = {
     {Py_tp_clear, subscript_clear},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_descr_get, subscript_get},
-    {Py_tp_members, subscript_members},
+    {Py_tp_members, fl_getitem_members},
     {Py_tp_methods, subscript_methods},
     {Py_tp_doc, "JitSubscript(stock_getitem, attach)\n--\n\nA JITFunction class's __getitem__ that hands out "
                 "fastlaunch's JitCall."},
@@ -494,7 +489,8 @@ static PyType_Spec subscript_spec = {
 
 /* JitCall and JitSubscript, registered after the dispatchers they hand calls to. */
 int fl_ext_add_jit_call_types(PyObject *module, fl_ext_state *st) {
-  st->jit_call_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &jit_call_spec, NULL);
+  st->jit_call_type = fl_grid_call_type(module, "fastlaunch._C.JitCall",
+                                        "kernel[grid]: calling it launches the kernel as Triton's JIT would.");
   if (!st->jit_call_type || PyModule_AddType(module, st->jit_call_type) < 0) return -1;
   st->jit_subscript_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &subscript_spec, NULL);
   return !st->jit_subscript_type || PyModule_AddType(module, st->jit_subscript_type) < 0 ? -1 : 0;
