@@ -310,22 +310,24 @@ def s08_memo_scratch_allocator_toggles_and_moves(env):
 
 @check
 def s09_entry_scratch_many_map_values(env):
-    """FinalizedLaunch (the Inductor entry) with global scratch and 8 rank-5 host-side tensor maps
+    """FinalizedLaunch (the Inductor entry) with global scratch and 8 rank-5 host-side tensor maps (each
+    made from the call's tensor with the compile-time geometry, as Inductor's TMA templates pass them)
     beside 200 i32 arguments: 290 values from 211 call positions, past the 256 a stack array holds.
     Launched once, the allocator called once (an overflowing stack write before: AddressSanitizer's
     stack-buffer-overflow in fl_ext_collect; a crash in a release build)."""
     import contextvars
 
     import torch
-    from triton.tools.tensor_descriptor import TensorDescriptor
 
     from fastlaunch import FinalizedLaunch, Plan
 
     nm, ni, block = 8, 200, [8, 8, 8, 8, 8]
     kinds = (["nvTmaDesc"] + ["i32"] * 5 + ["i64"] * 5) * nm + ["i32"] * ni + ["ptr", "ptr"]
     grid_pos = (nm + ni, nm + ni + 1, nm + ni + 2)  # the template's grid: the launcher's last three
+    # Inductor's host-side TMA: each map made from the call's tensor with the compile-time geometry.
+    geometry = [((8, 8, 8, 8, 8), (4096, 512, 64, 8, 1))] * nm
     plan = Plan(1, kinds, backend="cuda", abi="cuda", options={"num_warps": 4},
-                tensor_maps=[(3, 2, 6, block, False)] * nm, ignore=list(grid_pos))
+                tensor_maps=[(3, 2, 6, block, False)] * nm, tensor_map_geometry=geometry, ignore=list(grid_pos))
 
     class Bound:
         def entry_fallback(self, reason, stable, args, kwargs):
@@ -339,7 +341,7 @@ def s09_entry_scratch_many_map_values(env):
         return pool
     var.set(allocator)
     entry = FinalizedLaunch(Bound(), plan, grid_args=grid_pos, scratch=(var, 256, 128, 1, 2))
-    descs = [TensorDescriptor.from_tensor(torch.zeros(8, 8, 8, 8, 8, dtype=torch.float16), block) for _ in range(nm)]
+    descs = [torch.zeros(8, 8, 8, 8, 8, dtype=torch.float16) for _ in range(nm)]
     got, exc = env.logged(lambda: entry(*descs, *range(7, 7 + ni), 2, 1, 1, stream=env.cuda_stub.STREAM))
     detail = {"plan_values": plan.runtime_arg_count, "launches": len(got), "grid": got[0][0] if got else None,
               "allocs": allocs, "fallbacks": fallbacks, "exc": exc}
