@@ -39,9 +39,10 @@ def test_tma_templates_launch_as_torchs_static_launcher_does(tmp_path):
     # Hostile allocators, compared like every call: one pointing the first tensor at other memory (the
     # entry reads the arguments again after it, as torch's launcher reads them after allocating), one
     # launching the same kernel from inside the call (two launches, each once).
+    # And the pair of both in one allocator call (it launches, then moves the storage).
     hostile = {how: sum(result[k]["launched_by_case"].get(how, 0) for k in ("device", "device_sm100"))
-               for how in ("mutates", "launches")}
-    assert hostile["mutates"] >= 3 and hostile["launches"] >= 6, hostile
+               for how in ("mutates", "launches", "launches_mutates")}
+    assert hostile["mutates"] >= 3 and hostile["launches"] >= 6 and hostile["launches_mutates"] >= 6, hostile
     # Blackwell's form (the tile loop warp-specialized) compiled for sm_100, the others for sm_90.
     assert result["device_sm100"]["compiled_for"] == "sm_100" and result["device"]["compiled_for"] == "sm_90"
     # Host-side TMA: the maps encoded by the core's memo, no more often than torch's per-address cache;

@@ -19,7 +19,8 @@ allocator's calls (size, alignment, stream) and the launches counted. Also: no a
 same error, nothing launched), and a tensor whose address is not 16-byte aligned (torch's launcher
 copies it: the call goes to the stock path, launched once), and hostile allocators: one that points an
 argument at other memory (torch's launcher reads the arguments after allocating) and one that launches
-the same kernel again from inside the call. Prints a JSON summary.
+the same kernel again from inside the call, and one doing both (a pair: it launches, then moves the
+storage). Prints a JSON summary.
 
     PYTHONPATH=tools python -m fldev.inductor_tma [CALLS] [SEED]   (exit 1 on a mismatch)
 """
@@ -298,8 +299,12 @@ def main(ncalls=200, seed=20261207):
             _allocation._allocator.reset(inner)
         return allocator(size, align, stream)
 
+    def launches_mutates(size, align, stream):  # two actions in one call: launches again, then moves storage
+        launches(size, align, stream)
+        return mutates(size, align, stream)
+
     null = getattr(_allocation, "_NULL_ALLOCATOR", None) or _allocation.NullAllocator()
-    hostile = {"no_allocator": null, "mutates": mutates, "launches": launches}
+    hostile = {"no_allocator": null, "mutates": mutates, "launches": launches, "launches_mutates": launches_mutates}
     summary = {"torch": torch.__version__, "triton": triton.__version__, "calls": 0, "identical": 0, "mismatches": 0,
                "first_mismatches": []}
     tensors = {}
@@ -324,7 +329,7 @@ def main(ncalls=200, seed=20261207):
                 m, n, k = HOST_M, HOST_N, HOST_K
                 shapes = ((m, k), (k, n), (m, n))
             how = rng.choices(["plain", "fresh", "unaligned", "no_allocator", "float_grid", "none_arg", "mutates",
-                               "launches"], [0.64, 0.16, 0.04, 0.04, 0.03, 0.03, 0.03, 0.03])[0]
+                               "launches", "launches_mutates"], [0.61, 0.16, 0.04, 0.04, 0.03, 0.03, 0.03, 0.03, 0.03])[0]
             if how == "unaligned" and kind.startswith("device"):
                 how = "fresh"  # device-side descriptors take any base: nothing to copy
             if how in hostile and kind == "host":
