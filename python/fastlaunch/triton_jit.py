@@ -43,6 +43,15 @@ _dispatchers: "weakref.WeakSet" = weakref.WeakSet()
 _not_bound: dict = {}
 
 
+def _launch_knobs():
+    """Where a call with launch hooks set reads them: triton.knobs.runtime, given again whenever it is
+    another object than the one given last (a replaced `triton.knobs.runtime`)."""
+    runtime = getattr(getattr(sys.modules.get("triton"), "knobs", None), "runtime", None)
+    if _state.get("launch_knobs") is not runtime or runtime is None:
+        _C.launch_knobs(runtime)
+        _state["launch_knobs"] = runtime
+
+
 def _kernel_classes():
     """The classes whose `kernel[grid]` fastlaunch serves: Triton's JITFunction, Autotuner, Heuristics."""
     from triton.runtime.jit import JITFunction
@@ -98,9 +107,7 @@ def enable(*, backend=None) -> None:
         else:
             cls.run = _C.RunSlot(stock, _attach_from_slot)
             _state["runs"].append((cls, stock))
-    # The hooks' home: read as triton.knobs.runtime at each hooked launch (the object may be replaced).
-    knobs = getattr(sys.modules.get("triton"), "knobs", None)
-    _C.launch_knobs(knobs if hasattr(knobs, "runtime") else None)
+    _launch_knobs()  # the hooks' home
     triton_compiled.enable(_attach, backend=backend)  # compiled[grid](...) on a kept CompiledKernel
     log.debug("fastlaunch: Triton's JIT served (backend %s)", backend)
 
@@ -492,6 +499,8 @@ class _Policy:
         """(stock reason or None, device_fn, stream_fn, hook lists or None, watched dicts, keyed dicts):
         called by the dispatcher when a watched dict changed (and at its first call)."""
         import triton
+
+        _launch_knobs()  # triton.knobs.runtime replaced (its module's dict is watched): hooks read there
 
         driver = triton.runtime.driver.active
         d = self.dispatcher() if self.dispatcher else None

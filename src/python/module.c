@@ -216,8 +216,8 @@ static PyMethodDef module_methods[] = {
      "backend_load($module, name, /)\n--\n\nLoads a backend or raises FastLaunchPlanUnavailable with the reason."},
     {"backend_info", ext_backend_info, METH_VARARGS, "backend_info($module, name, /)\n--\n\n-> dict: what the backend's table says"},
     {"launch_knobs", fl_ext_set_launch_knobs, METH_O,
-     "launch_knobs($module, knobs, /)\n--\n\nWhere a call with launch hooks set reads them (knobs.runtime, read "
-     "at each such call: triton.knobs); "
+     "launch_knobs($module, knobs, /)\n--\n\nWhere a call with launch hooks set reads them (triton.knobs.runtime; "
+     "the policy gives it again when that object is replaced); "
      "None: such calls go to Triton"},
     {"tensor_descriptor_type", fl_ext_set_tensor_desc_type, METH_O,
      "tensor_descriptor_type($module, cls, /)\n--\n\nTriton's TensorDescriptor class: kernel[grid] reads its instances "

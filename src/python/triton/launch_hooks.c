@@ -7,8 +7,9 @@
  * with hooks set, never on the steady-state path. */
 #include "jit_base.h"
 
-/* launch_knobs(knobs): where the hooks are read (knobs.runtime, read at each hooked launch: the
- * object may be replaced), None to read none. */
+/* launch_knobs(knobs): where the hooks are read (triton.knobs.runtime: the policy gives the new object
+ * when `triton.knobs.runtime` is replaced, which its watch sees before any hooked call), None to read
+ * none. */
 PyObject *fl_ext_set_launch_knobs(PyObject *module, PyObject *knobs) {
   fl_ext_state *st = PyModule_GetState(module);
   int rc;
@@ -50,15 +51,13 @@ static int hooks_read(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64
   /* A spare slot before the kernel: the callee may use it (PY_VECTORCALL_ARGUMENTS_OFFSET). */
   PyObject *margs[4 + FL_EXT_HOOK_MAX_ARGS] = {NULL, kernel, grid, h->stream};
   for (size_t i = 0; i < nargs; i++) margs[4 + i] = args[i];
-  PyObject *knobs = NULL;
-  Py_INCREF(holder);
+  PyObject *knobs = holder;
+  Py_INCREF(knobs);
   h->md = PyObject_VectorcallMethod(st->str_launch_metadata, margs + 1, (3 + nargs) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     NULL);
-  if (h->md) knobs = PyObject_GetAttrString(holder, "runtime"); /* then the hooks, as Triton's run reads them */
-  if (knobs) *enter = PyObject_GetAttr(knobs, st->str_launch_enter_hook);
+  if (h->md) *enter = PyObject_GetAttr(knobs, st->str_launch_enter_hook); /* then the hooks, as Triton's run reads them */
   if (*enter) h->exit_hook = PyObject_GetAttr(knobs, st->str_launch_exit_hook);
-  Py_XDECREF(knobs);
-  Py_DECREF(holder);
+  Py_DECREF(knobs);
   if (h->exit_hook) return 0;
   Py_CLEAR(*enter);
   fl_ext_hooks_release(h);
