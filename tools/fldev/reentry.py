@@ -277,18 +277,25 @@ def one_call(env, side, point, action, kname, armed):
     return out, launches, side.hook_calls, list(side.nested), fired
 
 
+def judge(both, a, b, mutated):
+    """Whether fastlaunch's side (b) did as Triton alone (a): at a point both call, the same outcome,
+    launches, hook calls and nested outcomes; at one only fastlaunch has (Triton's side unarmed), the
+    outer call's outcome and launches Triton's (a storage moved there counted as not moved: before or
+    after the launch read it) and every nested call that returned launched once."""
+    if both:
+        return a[:4] == b[:4]
+    outer = [x for x in b[1] if x[3] not in (SAME_N, OTHER_N)]
+    nested = [x for x in b[1] if x[3] in (SAME_N, OTHER_N)]
+    if mutated:
+        outer = [(g, "x" if xp == "s" else xp, yp, n) for g, xp, yp, n in outer]
+    return a[0] == b[0] and a[1] == outer and len(nested) == b[3].count("returned")
+
+
 def compare(env, point, action, kname):
     both = point in BOTH
     a = one_call(env, env.sides[False], point, action, kname, armed=both)
     b = one_call(env, env.sides[True], point, action, kname, armed=True)
-    if both:
-        return a[:4] == b[:4], a, b
-    outer = [x for x in b[1] if x[3] not in (SAME_N, OTHER_N)]
-    nested = [x for x in b[1] if x[3] in (SAME_N, OTHER_N)]
-    if action == "mutate":  # the storage moved at a point Triton has not: before or after the launch read it
-        outer = [(g, "x" if xp == "s" else xp, yp, n) for g, xp, yp, n in outer]
-    ok = a[0] == b[0] and a[1] == outer and len(nested) == b[3].count("returned")
-    return ok, a, b
+    return judge(both, a, b, action == "mutate"), a, b
 
 
 def main(runs=2000, seed=38):

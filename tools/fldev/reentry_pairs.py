@@ -22,7 +22,7 @@ import json
 import sys
 
 from fldev import reentry
-from fldev.reentry import BOTH as _BOTH, FL_ONLY, OUTER_N, SAME_N, OTHER_N  # noqa: F401
+from fldev.reentry import BOTH as _BOTH, FL_ONLY, OTHER_N, OUTER_N, SAME_N
 
 POINTS_BOTH = _BOTH + ["enter_hook", "exit_hook", "launch_metadata", "allocator"]
 POINTS = POINTS_BOTH + FL_ONLY
@@ -178,14 +178,7 @@ def compare(env, form, point, pair):
     both = point in POINTS_BOTH
     a = one_call(env, env.sides[False], form, point, pair, armed=both)
     b = one_call(env, env.sides[True], form, point, pair, armed=True)
-    if both:
-        return a[:4] == b[:4], a, b
-    outer = [x for x in b[1] if x[3] not in (SAME_N, OTHER_N)]
-    nested = [x for x in b[1] if x[3] in (SAME_N, OTHER_N)]
-    if "mutate" in pair:  # the storage moved at a point Triton has not: before or after the launch read it
-        outer = [(g, "x" if xp == "s" else xp, yp, n) for g, xp, yp, n in outer]
-    ok = a[0] == b[0] and a[1] == outer and len(nested) == b[3].count("returned")
-    return ok, a, b
+    return reentry.judge(both, a, b, "mutate" in pair), a, b
 
 
 def prepare(env):
