@@ -258,10 +258,16 @@ def one_call(env, side, point, action, kname, armed):
     kw = {} if kname == "T" else {"BLOCK": 64}
     restore = []
     grid = set_point(env, side, point, inj, kname, args, kw, restore) or (4,)
+    return run_outer(env, side, point, inj, restore, lambda: side.launch(kname, grid, *args, **kw))
+
+
+def run_outer(env, side, point, inj, restore, call):
+    """The outer call (call()) with the launches logged and the GC point armed, everything set up put
+    back after it: (outcome, launches, hook calls, nested outcomes, whether the point fired)."""
     env.stub.log(3)
     arm_gc(env, side, point, inj, restore)
     try:
-        out = ("returned", type(side.launch(kname, grid, *args, **kw)).__name__)
+        out = ("returned", type(call()).__name__)
     except Exception as exc:  # noqa: BLE001 (the exception's type is what must agree)
         out = ("raised", type(exc).__name__)
     finally:
@@ -269,6 +275,7 @@ def one_call(env, side, point, action, kname, armed):
         for r in reversed(restore):
             r()
         env.triton.knobs.runtime.launch_enter_hook = None
+        env.triton.knobs.runtime.launch_exit_hook = None
         if side.fl and not env.tj._state["enabled"]:
             env.flt.enable()
     fired = inj.calls > 0

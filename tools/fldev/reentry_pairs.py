@@ -155,23 +155,8 @@ def one_call(env, side, form, point, pair, armed):
     out = reentry.set_point(env, side, point, inj, kname, args, kw, restore)
     if out is not None:
         grid = out
-    env.stub.log(3)
-    reentry.arm_gc(env, side, point, inj, restore)
-    try:
-        out = ("returned", type(call(env, side, form, kname, grid, args, kw, run_hooks)).__name__)
-    except Exception as exc:  # noqa: BLE001 (the exception's type is what must agree)
-        out = ("raised", type(exc).__name__)
-    finally:
-        env.stub.state.log_on = 0
-        for r in reversed(restore):
-            r()
-        knobs.launch_enter_hook = None
-        knobs.launch_exit_hook = None
-        if side.fl and not env.tj._state["enabled"]:
-            env.flt.enable()
-    fired = inj.calls > 0
-    inj.calls = max(inj.calls, 1)
-    return out, env.launches(side), side.hook_calls, list(side.nested), fired
+    return reentry.run_outer(env, side, point, inj, restore,
+                             lambda: call(env, side, form, kname, grid, args, kw, run_hooks))
 
 
 def compare(env, form, point, pair):
