@@ -67,7 +67,7 @@ static FL_EXT_COLD PyObject *stock_of_call(void *ctx, const char *why) {
   return stock(c->L, c->grid, why, c->args, c->nargs, c->kwnames);
 }
 
-int fl_compiled_hooked(const fl_compiled_hooked_call *c, PyObject **res) {
+PyObject *fl_compiled_hooked(const fl_compiled_hooked_call *c) {
   LaunchObject *L = c->L;
   fl_PlanObject *plan = (fl_PlanObject *)L->plan;
   fl_error err;
@@ -76,32 +76,32 @@ int fl_compiled_hooked(const fl_compiled_hooked_call *c, PyObject **res) {
     fl_ext_values home;
     fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
     fl_value *values = fl_ext_values_get(&home, plan->args.nruntime);
-    if (!values) return *res = NULL, 0;
+    if (!values) return NULL;
     rc = fl_compiled_collect_checked(L, c->full, c->nfull, values, tmaps, &err);
     fl_ext_values_put(&home);
     if (rc != 0) {
       if (rc == -2) PyErr_Clear();
-      return *res = c->to_triton(c->ctx ? c->ctx : (void *)c, rc == -2 ? "argument_raised" : "argument_refused"), 0;
+      return c->to_triton(c->ctx ? c->ctx : (void *)c, rc == -2 ? "argument_raised" : "argument_refused");
     }
   }
   fl_ext_hooks h;
   if ((c->given ? fl_ext_hooks_given(c->given, c->stream_obj, &h)
                 : fl_ext_hooks_enter(L->state, L->kernel, c->grid, c->stream, c->stream_obj, c->args, c->nargs, &h)) < 0)
-    return *res = NULL, 0;
+    return NULL;
   rc = fl_ext_plan_launch(plan, c->full, c->nfull, c->stream, c->g, &err); /* read after enter */
   if (rc == 0) {
     L->fast++;
     L->hooked++;
-    return *res = fl_ext_hooks_exit(&h) < 0 ? NULL : Py_NewRef(Py_None), 0;
+    return fl_ext_hooks_exit(&h) < 0 ? NULL : Py_NewRef(Py_None);
   }
   if (rc == -1 && err.backend_submitted) {
     fl_ext_hooks_release(&h);
-    return *res = fl_ext_raise_named(L->state, &err, plan->arg_names), 0;
+    return fl_ext_raise_named(L->state, &err, plan->arg_names);
   }
   if (rc == -2) PyErr_Clear();
   L->stock++; /* refused after enter, before the boundary: Triton's launcher, told enter ran */
   fl_ext_count_reason(L->stock_counts, rc == -2 ? "argument_raised" : "argument_refused", NULL);
-  return *res = fl_ext_hooks_hand_back(&h, L->kernel, c->g, c->args, c->nargs), 0;
+  return fl_ext_hooks_hand_back(&h, L->kernel, c->g, c->args, c->nargs);
 }
 
 static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -157,9 +157,7 @@ static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *a
     fl_compiled_hooked_call c = {.L = L, .grid = call->grid, .g = g, .stream = stream,
                                  .stream_obj = have_stream ? given[ngiven] : NULL, .args = given, .nargs = ngiven,
                                  .kwnames = kwnames, .full = args, .nfull = nargs, .to_triton = stock_of_call};
-    PyObject *res;
-    fl_compiled_hooked(&c, &res);
-    return res;
+    return fl_compiled_hooked(&c);
   }
   fl_error err;
   rc = fl_ext_plan_launch(plan, args, nargs, stream, g, &err);

@@ -48,7 +48,7 @@ int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t n
  * hook called by us); then enter(metadata), the metadata made from the kernel and the knobs (given
  * NULL) or the call's own; then every value read for the launch (after enter on every version: a hook
  * may move a tensor's storage); the launch; exit(metadata). A value refused after enter goes to the
- * kernel's launcher told enter ran. Returns 0 with *res (NULL with an exception). */
+ * kernel's launcher told enter ran. The call's result, or NULL with an exception. */
 typedef struct {
   LaunchObject *L;
   PyObject *grid;       /* compiled[grid]'s grid; unused with given hooks */
@@ -64,7 +64,7 @@ typedef struct {
   PyObject *(*to_triton)(void *ctx, const char *why);
   void *ctx; /* to_triton's; NULL: this struct */
 } fl_compiled_hooked_call;
-int fl_compiled_hooked(const fl_compiled_hooked_call *c, PyObject **res);
+PyObject *fl_compiled_hooked(const fl_compiled_hooked_call *c);
 
 /* A launch of a kernel with global scratch: the arguments read and checked first (1: refused,
  * nothing called: Triton's), then the allocator called as Triton calls it (size, alignment,

@@ -70,9 +70,7 @@ static FL_EXT_COLD PyObject *hooked(RunObject *r, LaunchObject *L, const int64_t
   fl_compiled_hooked_call c = {.L = L, .g = g, .stream = stream, .stream_obj = args[3], .args = args + RUN_LEADING,
                                .nargs = n - RUN_LEADING, .full = full, .nfull = nfull, .given = &given,
                                .to_triton = stock_of_run, .ctx = &ctx};
-  PyObject *res;
-  fl_compiled_hooked(&c, &res);
-  return res;
+  return fl_compiled_hooked(&c);
 }
 
 /* A call while L is held (an argument's own code or a hook may detach the run meanwhile). */

@@ -51,8 +51,7 @@ static int hooks_read(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64
   /* A spare slot before the kernel: the callee may use it (PY_VECTORCALL_ARGUMENTS_OFFSET). */
   PyObject *margs[4 + FL_EXT_HOOK_MAX_ARGS] = {NULL, kernel, grid, h->stream};
   for (size_t i = 0; i < nargs; i++) margs[4 + i] = args[i];
-  PyObject *knobs = holder;
-  Py_INCREF(knobs);
+  PyObject *knobs = Py_NewRef(holder); /* held across the metadata's Python code */
   h->md = PyObject_VectorcallMethod(st->str_launch_metadata, margs + 1, (3 + nargs) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     NULL);
   if (h->md) *enter = PyObject_GetAttr(knobs, st->str_launch_enter_hook); /* then the hooks, as Triton's run reads them */
