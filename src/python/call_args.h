@@ -152,27 +152,4 @@ static FL_EXT_ALWAYS_INLINE int fl_ext_plan_launch(fl_PlanObject *plan, PyObject
   return rc;
 }
 
-/* ---- scratch.c: the global-scratch launch sequence ---- */
-/* A plan's global scratch, as its launcher allocates it: the allocator's ContextVar, bytes per CTA,
- * alignment, num_ctas, the plan's trailing pointers (the first of them the buffer's address), and the
- * ints last given to the allocator (kept by the owner). */
-typedef struct {
-  PyObject *var;
-  uint64_t size, align;
-  unsigned ctas;
-  size_t nhidden;
-  fl_ext_scratch_ints *ints;
-} fl_ext_scratch_ref;
-
-/* The launch of a plan with global scratch, in the order Triton's launcher and torch's static
- * launcher follow: the values read and checked (the plan's grid resolved from them, or `grid`), the
- * allocator called (Python code), the values read again (that code may have changed the arguments),
- * the buffer's address in the first trailing pointer, the launch, the buffer dropped. `full` holds
- * one object per call position, None at the trailing pointers. Returns 0 launched; 1 refused before
- * the allocator, 2 after it (err says why; nothing submitted); -1 with an exception (the allocator's,
- * or a launch that failed after the boundary, raised); -2 with an argument's own exception before the
- * allocator, -3 after it. */
-int fl_ext_scratch_launch(fl_PlanObject *plan, const fl_ext_scratch_ref *sc, PyObject *const *full, size_t nfull,
-                          uint64_t stream, PyObject *stream_obj, const int64_t *grid, fl_error *err);
-
 #endif

@@ -3,6 +3,7 @@
  * launcher the plan was built from, the call's keywords), then launches the plan; anything else
  * goes back to the bound launch (bind.py, the promotion policy) through its entry_fallback method. */
 #include "call_args.h"
+#include "sequence.h"
 #include "watch.h"
 
 /* The entry skips its two lookups (a flag in a module's or a dict's entries, the autotuner's
@@ -219,11 +220,12 @@ static int grid_of_args(const EntryObject *self, PyObject *const *args, int64_t 
   return 1;
 }
 
-/* A launch with global scratch: every argument read and checked, the grid resolved, then the
- * allocator called (size: programs x num_ctas x bytes per CTA, its alignment, the call's stream
- * object), its buffer's address the first trailing pointer, and the plan launched; the buffer is
- * dropped once the launch returns, as the launcher drops it. Nothing is submitted before the
- * allocator returns: what it raises propagates, as from the stock launcher. */
+/* A launch with global scratch, through the launch sequence (sequence.h): every argument read and
+ * checked, the grid resolved, then the allocator called (size: programs x num_ctas x bytes per CTA,
+ * its alignment, the call's stream object), the values read again, the buffer's address in the
+ * first trailing pointer, the plan launched; the buffer is dropped once the launch returns, as the
+ * launcher drops it. Nothing is submitted before the allocator returns: what it raises propagates,
+ * as from the stock launcher. */
 static Py_NO_INLINE PyObject *entry_scratch(EntryObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames,
                                             uint64_t stream, PyObject *stream_obj, const int64_t *grid) {
   size_t nfull = nargs + (size_t)self->nhidden;
@@ -232,9 +234,10 @@ static Py_NO_INLINE PyObject *entry_scratch(EntryObject *self, PyObject *const *
   for (size_t i = 0; i < nfull; i++) full[i] = i < nargs ? args[i] : Py_None; /* the address comes after */
   fl_ext_scratch_ref sc = {self->scratch_var, self->scratch_size, self->scratch_align, self->scratch_ctas,
                            (size_t)self->nhidden, &self->scratch_ints};
+  fl_seq s = {.plan = self->plan, .stream = stream, .stream_obj = stream_obj, .scratch = &sc};
   fl_error err;
-  int rc = fl_ext_scratch_launch(self->plan, &sc, full, nfull, stream, stream_obj, grid, &err);
-  if (rc == 0) {
+  int rc = fl_seq_plan(&s, full, nfull, grid, &err);
+  if (rc == FL_SEQ_LAUNCHED) {
     FL_EXT_COUNT(self->calls);
     Py_RETURN_NONE;
   }

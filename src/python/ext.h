@@ -71,8 +71,8 @@ typedef struct {
   PyTypeObject *tuner_bound_type; /* tuner_slot.c: the slot bound to an instance */
   PyTypeObject *heuristics_type; /* heuristics.c: Triton's Heuristics' dispatcher */
   PyObject *str_heuristics_count;
-  /* launch_hooks.c: the kernel's launch_metadata, and where the hooks are read (triton.knobs.runtime,
-   * set by the policy's enable(); NULL: a hooked call goes to Triton) */
+  /* sequence.c's launch hooks: the kernel's launch_metadata, and where the hooks are read
+   * (triton.knobs.runtime, set by the policy's enable(); NULL: a hooked call goes to Triton) */
   PyObject *str_launch_metadata, *str_launch_enter_hook, *str_launch_exit_hook;
   PyObject *launch_knobs;
   PyObject *tensor_desc_type; /* Triton's TensorDescriptor class (tensor_maps.c), or NULL: none read by the JIT */
@@ -326,18 +326,13 @@ int fl_ext_args_tmap_geometry(fl_ext_args *a, PyObject *obj, const fl_tensor_map
  * (tmap_base_unaligned: Inductor's launcher copies such a tensor first). Returns as fl_ext_extract_tmap. */
 int fl_ext_tmap_of_tensor(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out, fl_tensor_map_value *t,
                           const fl_tensor_map_value *fixed, fl_error *err);
-/* ---- scratch.c ---- */
+/* ---- sequence.c (sequence.h: the launch sequence, its hooks and global scratch) ---- */
 /* The int objects a launch last gave its allocator (size and stream), kept by whoever holds the
  * launch's scratch: given again while their values do not change, so a steady launch makes none. */
 typedef struct {
   PyObject *size, *stream;
   uint64_t size_v, stream_v;
 } fl_ext_scratch_ints;
-/* The global scratch of a launch (grid g): the allocator in ContextVar `var` called as Triton calls
- * it, *buf the buffer (held by the caller until the launch returns), *addr its address. 0, or -1
- * with an exception (the allocator's own; Triton's errors for a buffer without an address). */
-int fl_ext_scratch_alloc(fl_ext_state *st, PyObject *var, uint64_t size, uint64_t align, unsigned ctas, const int64_t g[3],
-                         uint64_t stream, PyObject *stream_obj, fl_ext_scratch_ints *ints, PyObject **buf, uint64_t *addr);
 void fl_ext_scratch_ints_clear(fl_ext_scratch_ints *ints);
 
 /* tensor_descriptor_type(cls): the class the JIT's key reads as a descriptor (None: none). */

@@ -1,7 +1,7 @@
 """Kept Triton CompiledKernels called again, `compiled[grid](*args)` (FlagGems' LibEntry, caches of
 what `kernel[grid]` or `warmup` returned), through fastlaunch (src/python/triton/compiled.c) and through
 Triton alone, on the stand-in driver in a process of its own: tools/fldev/compiled_fidelity.py; and
-JIT calls with launch hooks set, made in C (src/python/triton/launch_hooks.c): tools/fldev/hooks_fidelity.py."""
+JIT calls with launch hooks set, made in C (src/python/sequence.c): tools/fldev/hooks_fidelity.py."""
 
 import json
 

@@ -67,41 +67,73 @@ static FL_EXT_COLD PyObject *stock_of_call(void *ctx, const char *why) {
   return stock(c->L, c->grid, why, c->args, c->nargs, c->kwnames);
 }
 
+/* The kernel's global scratch, as its launcher allocates it. */
+static fl_ext_scratch_ref scratch_of(LaunchObject *L) {
+  return (fl_ext_scratch_ref){L->scratch_var, L->scratch_size, L->scratch_align, L->scratch_ctas, L->nhidden,
+                              &L->scratch_ints};
+}
+
 PyObject *fl_compiled_hooked(const fl_compiled_hooked_call *c) {
   LaunchObject *L = c->L;
   fl_PlanObject *plan = (fl_PlanObject *)L->plan;
+  fl_ext_scratch_ref sc = scratch_of(L);
+  fl_seq s = {.plan = plan, .stream = c->stream, .stream_obj = c->stream_obj, .check = L->parse_first, .hooks = 1,
+              .scratch = L->scratch_var ? &sc : NULL, /* refused by the sequence: Triton allocates before enter */
+              .kernel = L->kernel, .grid = c->grid, .given = c->given, .args = c->args, .nargs = c->nargs};
   fl_error err;
-  int rc;
-  if (L->parse_first) { /* the launcher's format, before any hook: checked only, read again after enter */
-    fl_ext_values home;
-    fl_tensor_map_value tmaps[FL_EXT_MAX_TMAPS];
-    fl_value *values = fl_ext_values_get(&home, plan->args.nruntime);
-    if (!values) return NULL;
-    rc = fl_compiled_collect_checked(L, c->full, c->nfull, values, tmaps, &err);
-    fl_ext_values_put(&home);
-    if (rc != 0) {
-      if (rc == -2) PyErr_Clear();
-      return c->to_triton(c->ctx ? c->ctx : (void *)c, rc == -2 ? "argument_raised" : "argument_refused");
-    }
-  }
-  fl_ext_hooks h;
-  if ((c->given ? fl_ext_hooks_given(c->given, c->stream_obj, &h)
-                : fl_ext_hooks_enter(L->state, L->kernel, c->grid, c->stream, c->stream_obj, c->args, c->nargs, &h)) < 0)
-    return NULL;
-  rc = fl_ext_plan_launch(plan, c->full, c->nfull, c->stream, c->g, &err); /* read after enter */
-  if (rc == 0) {
+  int rc = fl_seq_plan(&s, c->full, c->nfull, c->g, &err);
+  switch (rc) {
+  case FL_SEQ_LAUNCHED:
+  case FL_SEQ_EXIT_RAISED: /* launched: the exit hook's exception, as Triton's launcher raises it */
     L->fast++;
     L->hooked++;
-    return fl_ext_hooks_exit(&h) < 0 ? NULL : Py_NewRef(Py_None);
+    return rc == FL_SEQ_LAUNCHED ? Py_NewRef(Py_None) : NULL;
+  case FL_SEQ_ARG_RAISED:
+    PyErr_Clear(); /* Triton's launcher reads the argument itself and raises */
+    return c->to_triton(c->ctx ? c->ctx : (void *)c, "argument_raised");
+  case FL_SEQ_REFUSED: /* by the launcher's format (or hooks with scratch), before any hook: Triton's whole call */
+    return c->to_triton(c->ctx ? c->ctx : (void *)c, err.reason);
+  case FL_SEQ_HANDED: /* refused after enter: Triton's launcher, told enter ran */
+    L->stock++;
+    fl_ext_count_reason(L->stock_counts, err.reason, NULL);
+    return s.result;
+  default:
+    return NULL;
   }
-  if (rc == -1 && err.backend_submitted) {
-    fl_ext_hooks_release(&h);
-    return fl_ext_raise_named(L->state, &err, plan->arg_names);
+}
+
+/* A launch of a kernel with global scratch, through the launch sequence (sequence.h: the values
+ * read and checked, the allocator, read again, the launch). 0 launched; 1 refused before the
+ * allocator (Triton's call); 2 refused after it (Triton's, which allocates again); -1 with an
+ * exception (the allocator's own, Triton's NullAllocator error among them; or submitted). `args`
+ * holds the user's nargs positions (trailing constexprs filled). */
+static FL_EXT_COLD int scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t stream, PyObject *stream_obj,
+                          PyObject *const *args, size_t nargs) {
+  size_t nfull = nargs + L->nhidden;
+  if (nfull > JIT_MAX_PARAMS + 2) return 1;
+  PyObject *full[JIT_MAX_PARAMS + 2];
+  for (size_t i = 0; i < nargs; i++) full[i] = args[i];
+  for (size_t h = 0; h < L->nhidden; h++) full[nargs + h] = Py_None; /* the buffer's address comes after */
+  fl_ext_scratch_ref sc = scratch_of(L);
+  fl_seq s = {.plan = (fl_PlanObject *)L->plan, .stream = stream, .stream_obj = stream_obj, .scratch = &sc};
+  fl_error err;
+  switch (fl_seq_plan(&s, full, nfull, g, &err)) {
+  case FL_SEQ_LAUNCHED:
+    L->fast++;
+    return 0;
+  case FL_SEQ_ARG_RAISED: /* Triton's launcher reads the argument itself and raises */
+    PyErr_Clear();
+    return 1;
+  case FL_SEQ_REFUSED:
+    return 1;
+  case FL_SEQ_ARG_RAISED_LATE:
+    PyErr_Clear();
+    return 2;
+  case FL_SEQ_LATE:
+    return 2;
+  default:
+    return -1;
   }
-  if (rc == -2) PyErr_Clear();
-  L->stock++; /* refused after enter, before the boundary: Triton's launcher, told enter ran */
-  fl_ext_count_reason(L->stock_counts, rc == -2 ? "argument_raised" : "argument_refused", NULL);
-  return fl_ext_hooks_hand_back(&h, L->kernel, c->g, c->args, c->nargs);
 }
 
 static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
@@ -146,9 +178,8 @@ static PyObject *call_vectorcall_unlocked(PyObject *callable, PyObject *const *a
     args = full;
     nargs = ncall;
   }
-  if (FL_EXT_UNLIKELY(L->scratch_var)) {
-    if (hooked) return stock(L, call->grid, "launch_hooks_with_scratch", given, nargsf, kwnames);
-    int r = fl_compiled_scratch_launch(L, g, stream, have_stream ? given[ngiven] : NULL, args, nargs);
+  if (FL_EXT_UNLIKELY(L->scratch_var) && !hooked) {
+    int r = scratch_launch(L, g, stream, have_stream ? given[ngiven] : NULL, args, nargs);
     if (r == 0) Py_RETURN_NONE;
     if (r < 0) return NULL;
     return stock(L, call->grid, r == 1 ? "argument_refused" : "launch_refused", given, nargsf, kwnames);

@@ -36,12 +36,6 @@ typedef struct {
 /* The type, set once at the module's init (compiled.c). */
 extern PyTypeObject *fl_compiled_launch_type;
 
-/* compiled_values.c. The call's runtime values, read as Triton's launcher reads them first (every argument, the scalars
- * checked against their kinds; a pointer the plan refuses is a refusal too): 0; -1 refused, nothing
- * set; -2 with a Python exception an argument's own code raised. `full` holds ncall arguments. */
-int fl_compiled_collect_checked(LaunchObject *L, PyObject *const *full, size_t nfull, fl_value *values,
-                                fl_tensor_map_value *tmaps, fl_error *err);
-
 /* A kept compiled kernel's call with launch hooks, in its launcher's order (compiled[grid] with
  * Triton's knobs' hooks set, or compiled.run(...) with hooks passed): on a launcher that parses first
  * (Triton 3.5, 3.6) every value checked by its format, a refusal Triton's whole call (to_triton, no
@@ -64,15 +58,7 @@ typedef struct {
   PyObject *(*to_triton)(void *ctx, const char *why);
   void *ctx; /* to_triton's; NULL: this struct */
 } fl_compiled_hooked_call;
+/* Runs the hooked call through the launch sequence (sequence.h). */
 PyObject *fl_compiled_hooked(const fl_compiled_hooked_call *c);
-
-/* A launch of a kernel with global scratch: the arguments read and checked first (1: refused,
- * nothing called: Triton's), then the allocator called as Triton calls it (size, alignment,
- * stream), the buffer's address in the first trailing pointer, the launch. 0 launched; -1 with an
- * exception (the allocator's own, Triton's NullAllocator error among them; or submitted); 2:
- * refused after the allocation (Triton's, which allocates again). `args` holds the user's nargs
- * positions (trailing constexprs filled). */
-int fl_compiled_scratch_launch(LaunchObject *L, const int64_t g[3], uint64_t stream, PyObject *stream_obj,
-                               PyObject *const *args, size_t nargs);
 
 #endif

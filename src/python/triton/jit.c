@@ -18,8 +18,8 @@
  *      with the bound arguments, as Triton calls it) and launches.
  * Pre-run hooks are called where Triton's run calls them, after the device and the stream, with the
  * call's arguments and the keywords Triton adds (jit_stock.c); launch hooks around the launch
- * (launch_hooks.c). Anything else goes to Triton's own run before anything is submitted: a miss
- * (Triton compiles, launches, and the policy binds the variant it used under the key; its pre-run
+ * (the launch sequence, sequence.c). Anything else goes to Triton's own run before anything is
+ * submitted: a miss (Triton compiles, launches, and the policy binds the variant it used under the key; its pre-run
  * hooks, already called, are not called again), warmup, an argument of a kind the key does not
  * know, and whatever the Python policy names when the things it watches change (knobs, the
  * environment, the active driver, the kernel's globals).
@@ -163,46 +163,36 @@ static FL_EXT_COLD int found_grid(JitObject *self, jit_entry *e, PyObject *const
 _Static_assert(JIT_MAX_PARAMS <= FL_EXT_HOOK_MAX_ARGS, "a hooked call passes every bound parameter");
 
 /* A call with launch hooks set, its entry found and its grid computed (the grid object as Triton's
- * run gives it to launch_metadata): enter (launch_hooks.c), the launch values read again (Triton's
- * launcher reads them after enter), the launch, then exit. A call the plan refuses after enter goes
- * to Triton's launcher, told enter ran. The kernel, as Triton's run returns it, or NULL. */
+ * run gives it to launch_metadata), through the launch sequence (jit_launch.c's
+ * fl_jit_launch_hooked). The kernel, as Triton's run returns it, or NULL; *whole the reason where the
+ * whole call is Triton's (nothing ran). */
 static FL_EXT_COLD PyObject *hooked_launch(JitObject *self, jit_entry *e, jit_bound *b, const jit_values *vals,
-                                           jit_values *again, PyObject *grid, uint64_t stream, const int64_t g[3]) {
-  size_t np = (size_t)PyTuple_GET_SIZE(self->param_names);
+                                           PyObject *grid, uint64_t stream, const int64_t g[3], fl_error *err,
+                                           int *whole) {
   PyObject *kernel = Py_NewRef(e->kernel); /* Python code runs from here on: the entry may be cleared */
   /* A callable grid computed in C: the kernel's metadata does not read it (found_grid), given as ints. */
   PyObject *given = PyCallable_Check(grid) ? Py_BuildValue("(LLL)", (long long)g[0], (long long)g[1], (long long)g[2])
                                            : Py_NewRef(grid);
-  fl_ext_hooks h;
-  int entered = given ? fl_ext_hooks_enter(self->state, kernel, given, stream, NULL, b->vals, np, &h) : -1;
+  PyObject *handed = NULL;
+  int r = given ? fl_jit_launch_hooked(self, e, b, vals, kernel, given, stream, g, &handed, err) : -1;
   Py_XDECREF(given);
-  if (entered < 0) goto fail;
-  fl_error err;
-  int r = fl_jit_launch_values(self, b, vals, again);
-  if (r == 0) r = fl_jit_launch_entry(self, e, b, again, stream, g, &err);
-  else if (r > 0) snprintf(err.reason, sizeof err.reason, "arg_layout_changed");
-  if (r == 0) {
+  *whole = r > 0;
+  if ((r == 0 && !handed) || r == -2) { /* launched (-2: its exit hook's exception, as Triton's launcher raises it) */
     self->fast++;
     self->hooked++;
-    if (fl_ext_hooks_exit(&h) < 0) goto fail; /* launched: its exception, as Triton's launcher raises it */
+    if (r == 0) return kernel;
+  }
+  if (r == 0) { /* refused after enter: handed to Triton's launcher, told enter ran */
+    fl_jit_count_stock(self, err->reason, NULL);
+    Py_DECREF(handed);
     return kernel;
   }
-  if (r < 0) {
-    fl_ext_hooks_release(&h);
-    goto fail;
-  }
-  fl_jit_count_stock(self, err.reason, NULL);
-  PyObject *ran = fl_ext_hooks_hand_back(&h, kernel, g, b->vals, np);
-  if (!ran) goto fail;
-  Py_DECREF(ran);
-  return kernel;
-fail:
   Py_DECREF(kernel);
   return NULL;
 }
 
 /* Triton's run from its launch on, for a call whose device, stream and grid were read here and that
- * is handed back after Python code ran (launch_hooks.c's fl_ext_launcher_tail): the kernel's launcher
+ * is handed back after Python code ran (sequence.c's fl_ext_launcher_tail): the kernel's launcher
  * with them, never read again. The arguments are the binding's, or the mapping's values where the
  * grid callable wrote it (Triton launches what it wrote). The grid given to launch_metadata is the
  * callable's answer (`grid` a callable computed in C: its ints). The kernel, as Triton's run returns
@@ -315,8 +305,10 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
                       &res)) != 0)
     goto done;
   if (computed) grid = computed; /* readable and the mapping untouched: what Triton gets if the plan refuses */
-  if (hooked) { /* with scratch: Triton allocates before the enter hook, so the call is Triton's */
-    res = e->scratch_var ? STOCK("launch_hooks_with_scratch", NULL) : hooked_launch(self, e, &b, &vals, &again, grid, stream, g);
+  if (hooked) {
+    int whole;
+    res = hooked_launch(self, e, &b, &vals, grid, stream, g, &err, &whole);
+    if (whole) res = STOCK(err.reason, NULL);
     goto done;
   }
   const jit_values *launch = &vals;

@@ -5,7 +5,7 @@
  *   jit_key.c       the key of a call, the memo of the last fast call's form, a call's binding
  *   jit_table.c     a variant's entry, the table, revalidation, torch's C shim
  *   jit_stock.c     Triton's own run for a call handed back; the grid callable called, replayed
- *   jit_launch.c    an entry's launch: its values in order, global scratch (values read again after)
+ *   jit_launch.c    an entry's launch: its values in order; its read in the launch sequence (sequence.h)
  *   jit.c           a call: bind, key, table, device, stream, grid, launch, or Triton's run
  *   jit_types.c     the JitDispatcher type: construction, binding variants, counts
  *   autotune_key.c  the Autotuner's key and table (autotune_base.h; they include ext.h only)
@@ -13,46 +13,17 @@
  *   heuristics.c    the HeuristicsDispatcher, over either
  *   tuner_slot.c    Autotuner.run for subclasses' super().run (calls a dispatcher by vectorcall)
  *   jit_subscript.c JitCall (kernel[grid]) and JitSubscript (the class's __getitem__)
- * and beside them the kept compiled kernels (compiled_base.h: compiled.c, compiled_run.c,
- * compiled_values.c) and the launch hooks (launch_hooks.c), all in src/python/triton/ over the
- * extension's base in src/python/ (ext.h, call_args.h, watch.h: values, plans, scratch, descriptors).
+ * and beside them the kept compiled kernels (compiled_base.h: compiled.c, compiled_run.c), all in
+ * src/python/triton/ over the extension's base in src/python/ (ext.h, call_args.h, sequence.h,
+ * watch.h: values, plans, the launch sequence with its hooks and scratch, descriptors).
  * Private to src/python. */
 #ifndef FL_JIT_H
 #define FL_JIT_H
 
 #include "ext.h"
 #include "grid_shape.h"
+#include "sequence.h"
 #include "watch.h"
-
-/* ---- launch_hooks.c (the Triton layer's: the JIT dispatcher and kept compiled kernels) ---- */
-/* launch_hooks.c: a call with launch hooks set, made as Triton's runner and launcher make it.
- * enter: the kernel's launch_metadata(grid, stream, *args) and both hooks read, then enter called:
- * 0 (launch now, then exit or hand_back), or -1 with an exception (nothing launched, h released).
- * exit: calls the exit hook after the launch (0, or -1 with its exception). hand_back: the kernel's
- * own launcher, told enter was called, for a call the plan refused after enter; its result. Both
- * release h; release alone after an error past enter (exit is not called, as in Triton). */
-#define FL_EXT_HOOK_MAX_ARGS 256
-typedef struct {
-  PyObject *md, *exit_hook, *stream;
-} fl_ext_hooks;
-/* Hooks the call passed itself (compiled.run(..., launch_metadata, enter, exit, ...)): h filled from
- * them, enter(metadata) called. 0, or -1 with enter's exception (h released). */
-typedef struct {
-  PyObject *md, *enter, *exit;
-} fl_ext_given_hooks;
-int fl_ext_hooks_given(const fl_ext_given_hooks *given, PyObject *stream_obj, fl_ext_hooks *h);
-int fl_ext_hooks_enter(fl_ext_state *st, PyObject *kernel, PyObject *grid, uint64_t stream, PyObject *stream_obj,
-                       PyObject *const *args, size_t nargs, fl_ext_hooks *h);
-int fl_ext_hooks_exit(fl_ext_hooks *h);
-PyObject *fl_ext_hooks_hand_back(fl_ext_hooks *h, PyObject *kernel, const int64_t g[3], PyObject *const *args,
-                                 size_t nargs);
-/* Triton's run from the launch on, for a call fastlaunch read the device, stream and grid of and then
- * hands back after Python code ran (a grid callable that switched the device or stream): the
- * metadata, the hooks read, the kernel's launcher called with them and with the stream and grid read
- * before (never read again, as Triton's run reads them once). Its result, or NULL. */
-PyObject *fl_ext_launcher_tail(fl_ext_state *st, PyObject *kernel, PyObject *grid, const int64_t g[3], uint64_t stream,
-                               PyObject *const *args, size_t nargs);
-void fl_ext_hooks_release(fl_ext_hooks *h);
 
 #define JIT_MAX_KEY 512     /* key words; a longer key (hundreds of arguments) goes to Triton */
 #define JIT_MAX_PARAMS 256  /* parameters bound on the stack */
@@ -246,7 +217,7 @@ typedef struct jit_entry {
   grid_source *grid_src;
   PyObject *grid_tried; /* the code of the callable grid last traced for it and not compiled, or NULL */
   uint8_t grid_learned; /* grid programs learned after binding (a call site alternating lambdas stops at 4) */
-  /* Global scratch (scratch.c): the allocator's ContextVar, bytes per CTA, alignment, num_ctas; the
+  /* Global scratch (sequence.c): the allocator's ContextVar, bytes per CTA, alignment, num_ctas; the
    * plan's last nhidden runtime arguments are the launcher's trailing pointers (positions -1). */
   PyObject *scratch_var;
   uint64_t scratch_size, scratch_align;
@@ -476,7 +447,7 @@ FL_EXT_COLD int fl_jit_pre_run(JitObject *self, PyObject *const *args, size_t na
                                PyObject *const *kwvals, Py_ssize_t nkw);
 
 /* Whether a launch hook is set (a plain callable, or a chain with calls): such a call is made with
- * the hooks called around the launch (launch_hooks.c). */
+ * the hooks called around the launch (sequence.c). */
 static inline int fl_jit_hooked(const JitObject *self) {
   if (self->hooks_plain) return 1;
   for (Py_ssize_t h = 0; h < PyTuple_GET_SIZE(self->hook_lists); h++)
@@ -485,10 +456,12 @@ static inline int fl_jit_hooked(const JitObject *self) {
 }
 
 /* jit_launch.c */
-/* How a launch with global scratch reads its values again once the allocator ran (Python code, which
- * may have changed the arguments; Triton's launcher reads them after allocating): through the binding
+/* The JIT's call in the launch sequence (sequence.h): how the values are read again once Python code
+ * ran (the allocator, the enter hook; Triton's launcher reads them after both): through the binding
  * the full path made (b, and the key pass's values), or else by matching the memo again (b NULL). */
 typedef struct {
+  JitObject *self;
+  jit_entry *e;
   jit_bound *b;
   const jit_values *first;
   PyObject *const *args;
@@ -496,10 +469,21 @@ typedef struct {
   PyObject *kwnames, **pv;
   fl_tensor_map_value *tmaps;
 } jit_reread;
+/* Launches through the entry's plan with the values the key pass read: 0 launched; 1 refused before
+ * the boundary (err); -1 with an exception (after the boundary, or the allocator's). */
 int fl_jit_launch_entry(JitObject *self, jit_entry *e, jit_bound *b, const jit_values *vals, uint64_t stream,
                         const int64_t grid[3], fl_error *err);
+/* An entry with global scratch through the sequence, its values (or the memo's words) read once
+ * already; rr's self and e set here. As fl_jit_launch_entry; 1 also after the allocator. */
 int fl_jit_launch_scratch(JitObject *self, jit_entry *e, fl_value *values, uint64_t *words, uint64_t stream,
-                          const int64_t grid[3], const jit_reread *rr, fl_error *err);
+                          const int64_t grid[3], jit_reread *rr, fl_error *err);
+/* A call with launch hooks set, its entry found and its grid computed (`grid` the object given to
+ * launch_metadata), through the sequence: enter, the values read again, the launch, exit. 0 launched,
+ * or refused after enter and handed to the kernel's launcher (*handed its result, new); 1 refused
+ * before anything ran (err: Triton's whole call); -1 with an exception; -2 launched, then the exit
+ * hook's exception. */
+int fl_jit_launch_hooked(JitObject *self, jit_entry *e, jit_bound *b, const jit_values *vals, PyObject *kernel,
+                         PyObject *grid, uint64_t stream, const int64_t g[3], PyObject **handed, fl_error *err);
 /* jit.c: run(*args, grid=, warmup=, **kwargs), and a JitCall (kernel[grid]) of a JitDispatcher */
 int fl_jit_compiled_gate(JitObject *self, uint64_t *stream, int have_stream, const char **why, int *hooked);
 /* jit.c's, then jit_types.c's: the same in a critical section on the dispatcher (free-threaded builds). */
