@@ -123,8 +123,8 @@ static inline int fl_ext_collect_checked(fl_ext_state *st, fl_PlanObject *plan, 
  * code or changes anything, so reading twice changes nothing). */
 static FL_EXT_ALWAYS_INLINE int fl_ext_collect_words(const fl_tensor_door *door, const fl_ext_args *spec,
                                                      PyObject *const *args, uint64_t *words) {
-  if (door->unpack_ptrs(args, spec->ptr_pos, spec->nptr, (int)spec->memory, spec->device, words, spec->ptr_k, NULL) !=
-      spec->nptr)
+  if (spec->nptr && door->unpack_ptrs(args, spec->ptr_pos, spec->nptr, (int)spec->memory, spec->device, words,
+                                      spec->ptr_k, NULL) != spec->nptr)
     return 0;
   const uint32_t *pos = spec->int_pos, *k = spec->int_k;
   for (uint32_t j = 0, n = spec->nint; j < n; j++)

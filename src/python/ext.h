@@ -456,9 +456,32 @@ int fl_ext_add_jit_call_types(PyObject *module, fl_ext_state *st);
 int fl_ext_add_compiled_types(PyObject *module, fl_ext_state *st); /* compiled.c: CompiledKernel[grid] */
 int fl_ext_add_compiled_run_type(PyObject *module, fl_ext_state *st); /* compiled_run.c: compiled.run(...) */
 
-/* Calls into Triton's own run or runner in flight on this thread (module.c defines it): inside
- * them a kept kernel's `run` is Triton's launcher (compiled_run.c), whatever fastlaunch serves. */
+/* Calls into Triton's own run or runner in flight (module.c defines both): inside them a kept
+ * kernel's `run` is Triton's launcher (compiled_run.c), whatever fastlaunch serves. Counted on this
+ * thread and in all threads together: a direct `.run` call reads the thread's count only while some
+ * thread has such a call in flight (a thread-local read in a shared object costs a call to
+ * __tls_get_addr, about 20 instructions; the process-wide count is one load). */
 extern _Thread_local unsigned fl_ext_triton_depth;
+extern unsigned fl_ext_triton_calls;
+static inline void fl_ext_triton_enter(void) {
+  fl_ext_triton_depth++;
+#ifdef Py_GIL_DISABLED
+  (void)__atomic_fetch_add(&fl_ext_triton_calls, 1, __ATOMIC_SEQ_CST);
+#else
+  fl_ext_triton_calls++;
+#endif
+}
+static inline void fl_ext_triton_leave(void) {
+#ifdef Py_GIL_DISABLED
+  (void)__atomic_fetch_sub(&fl_ext_triton_calls, 1, __ATOMIC_SEQ_CST);
+#else
+  fl_ext_triton_calls--;
+#endif
+  fl_ext_triton_depth--;
+}
+/* Whether this thread is inside Triton's own run or runner (its count is only ever non-zero while
+ * the process-wide one is). */
+static inline int fl_ext_in_triton(void) { return FL_EXT_LOAD(fl_ext_triton_calls) && fl_ext_triton_depth; }
 
 /* An attribute (1), or none (0, *out NULL, no exception: no AttributeError is made for a miss when
  * the type's lookup allows), or -1 with another error, left set. */

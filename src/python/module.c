@@ -3,6 +3,7 @@
 #include "ext.h"
 
 _Thread_local unsigned fl_ext_triton_depth;
+unsigned fl_ext_triton_calls;
 
 /* ---- layout(abi, kinds, **options) ---- */
 

@@ -103,9 +103,9 @@ static PyObject *launcher_call(fl_ext_hooks *h, PyObject *enter, PyObject *kerne
   if (gz) {
     PyObject *full[9 + FL_EXT_HOOK_MAX_ARGS] = {gx, gy, gz, h->stream, fn, packed, h->md, enter, h->exit_hook};
     for (size_t i = 0; i < nargs && i < FL_EXT_HOOK_MAX_ARGS; i++) full[9 + i] = args[i];
-    fl_ext_triton_depth++;
+    fl_ext_triton_enter();
     res = PyObject_Vectorcall(run, full, 9 + (nargs < FL_EXT_HOOK_MAX_ARGS ? nargs : FL_EXT_HOOK_MAX_ARGS), NULL);
-    fl_ext_triton_depth--;
+    fl_ext_triton_leave();
   }
   Py_XDECREF(gz);
   Py_XDECREF(gy);

@@ -9,7 +9,7 @@
  * kernel: three grid ints in [0, 2^31), an int stream, the kernel's own function and packed
  * metadata, the arguments the plan takes; the launch hooks passed are called around the launch as
  * Triton's launcher calls them. Anything else, and every call made from inside Triton's own run or
- * runner (fl_ext_triton_depth), goes to Triton's launcher before anything is submitted. Depends on
+ * runner (fl_ext_in_triton), goes to Triton's launcher before anything is submitted. Depends on
  * compiled.c. */
 #include "compiled_base.h"
 
@@ -86,8 +86,9 @@ static FL_EXT_ALWAYS_INLINE PyObject *served(RunObject *r, LaunchObject *L, PyOb
   uint64_t stream, fn;
   if (grid_word(args[0], &g[0]) || grid_word(args[1], &g[1]) || grid_word(args[2], &g[2]))
     return to_stock(r, L, "grid_form", args, nargsf, kwnames);
-  if (!PyLong_CheckExact(args[3]) || !fl_ext_u64_of(args[3], &stream) || !PyLong_CheckExact(args[4]) ||
-      !fl_ext_u64_of(args[4], &fn) || fn != r->function_word || args[5] != r->packed)
+  if (!PyLong_CheckExact(args[3]) || !fl_ext_u64_of(args[3], &stream) || args[5] != r->packed ||
+      (args[4] != r->function && /* kernel.function itself, as Triton's run passes it; else its value */
+       (!PyLong_CheckExact(args[4]) || !fl_ext_u64_of(args[4], &fn) || fn != r->function_word)))
     return to_stock(r, L, "run_form", args, nargsf, kwnames);
   if (FL_EXT_UNLIKELY(nk < L->min_args)) {
     if (L->parse_first) return to_stock(r, L, "arg_count", args, nargsf, kwnames); /* it counts them */
@@ -98,8 +99,7 @@ static FL_EXT_ALWAYS_INLINE PyObject *served(RunObject *r, LaunchObject *L, PyOb
   }
   if (nk > ncall || ncall > JIT_MAX_PARAMS) return to_stock(r, L, "arg_count", args, nargsf, kwnames);
   const char *why;
-  int hooks_set; /* the knobs' hooks: the caller passed its own */
-  int rc = fl_jit_compiled_gate((JitObject *)L->dispatcher, &stream, 1, &why, &hooks_set);
+  int rc = fl_jit_compiled_gate((JitObject *)L->dispatcher, &stream, 1, &why, NULL); /* the call passes its own hooks */
   if (rc < 0) return NULL;
   if (rc > 0) return to_stock(r, L, why, args, nargsf, kwnames);
   PyObject *full[JIT_MAX_PARAMS];
@@ -141,10 +141,10 @@ static PyObject *run_vectorcall(PyObject *callable, PyObject *const *args, size_
   RunObject *r = (RunObject *)callable; /* held by the caller */
   LaunchObject *L;
   Py_BEGIN_CRITICAL_SECTION(r); /* its launch, attached once (free-threaded builds) */
-  if (FL_EXT_UNLIKELY(!r->launch) && r->attach && !fl_ext_triton_depth && !r->attaching) attach_now(r);
+  if (FL_EXT_UNLIKELY(!r->launch) && r->attach && !fl_ext_in_triton() && !r->attaching) attach_now(r);
   L = (LaunchObject *)Py_XNewRef(r->launch);
   Py_END_CRITICAL_SECTION();
-  if (!L || fl_ext_triton_depth) {
+  if (!L || fl_ext_in_triton()) {
     Py_XDECREF(L);
     return to_stock(r, NULL, NULL, args, nargsf, kwnames);
   }

@@ -394,11 +394,12 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
 /* The gates of a compiled kernel's call (compiled.c), as this dispatcher keeps them for its kernel:
  * changes seen, Triton's reasons, then the device and the stream unless the call passed one.
  * Pre-run hooks are not the launcher's: Triton's runner never calls them. Launch hooks set are the
- * caller's to call (*hooked). 0 with the stream; 1 with *why (Triton's call); -1 with an exception. */
+ * caller's to call (*hooked; NULL: a call that passes its own). 0 with the stream; 1 with *why
+ * (Triton's call); -1 with an exception. */
 static int compiled_gates_closed(JitObject *self, const char **why, int *hooked) {
   if (fl_ext_watch_changed(&self->watch) && fl_jit_revalidate(self) < 0) return -1;
   if (self->stock_reason) return *why = "stock_reason", 1;
-  *hooked = fl_jit_hooked(self);
+  if (hooked) *hooked = fl_jit_hooked(self);
   return 0;
 }
 

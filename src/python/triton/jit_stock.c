@@ -24,9 +24,9 @@ static PyObject *call_stock(JitObject *self, PyObject *grid, PyObject *const *ar
                             int has_grid) {
   if (has_grid) {
     PyObject *run = Py_NewRef(self->stock_run);
-    fl_ext_triton_depth++;
+    fl_ext_triton_enter();
     PyObject *r = PyObject_Vectorcall(run, args, nargs, kwnames);
-    fl_ext_triton_depth--;
+    fl_ext_triton_leave();
     Py_DECREF(run);
     return r;
   }
@@ -45,9 +45,9 @@ static PyObject *call_stock(JitObject *self, PyObject *grid, PyObject *const *ar
   stack[nargs + (size_t)nkw] = grid;
   stack[nargs + (size_t)nkw + 1] = Py_False;
   PyObject *run = Py_NewRef(self->stock_run);
-  fl_ext_triton_depth++;
+  fl_ext_triton_enter();
   result = PyObject_Vectorcall(run, stack, nargs, names);
-  fl_ext_triton_depth--;
+  fl_ext_triton_leave();
   Py_DECREF(run);
 done:
   PyMem_Free(stack);

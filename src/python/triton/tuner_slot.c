@@ -272,9 +272,9 @@ static PyType_Spec slot_spec = {
 /* Called through the class (`JITFunction.run(fn, ...)`): Triton's own run. */
 static PyObject *run_slot_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
   PyObject *stock = Py_NewRef(((SlotObject *)callable)->stock);
-  fl_ext_triton_depth++;
+  fl_ext_triton_enter();
   PyObject *r = PyObject_Vectorcall(stock, args, nargsf, kwnames);
-  fl_ext_triton_depth--;
+  fl_ext_triton_leave();
   Py_DECREF(stock);
   return r;
 }
