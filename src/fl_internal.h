@@ -218,9 +218,10 @@ struct fl_plan {
 /* The plan's tensor maps from desc->tensor_maps: each argument's metadata and memo. */
 fl_status fl__tmap_plan_init(fl_plan *plan, const fl_plan_desc *desc, fl_error *err);
 void fl__tmap_plan_fini(fl_plan *plan);
-/* Runtime argument `index` (a tensor map) encoded into `dst` (128 bytes), from the memo or the
+/* Runtime argument `index` (a tensor map, the plan's `which`-th) encoded into `dst` (128 bytes), from the memo or the
  * backend. Before the submit boundary: every failure is not submitted. */
-fl_status fl__tmap_pack(const fl_plan *plan, size_t index, const fl_value *value, unsigned char *dst, fl_error *err);
+fl_status fl__tmap_pack(const fl_plan *plan, size_t index, size_t which, const fl_value *value, unsigned char *dst,
+                        fl_error *err);
 
 
 #endif /* FL_INTERNAL_H */

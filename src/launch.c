@@ -14,6 +14,7 @@ static _Thread_local _Alignas(16) unsigned char large_args[FL__MAX_ARGS_SIZE];
 static inline fl_status pack_runtime(const fl_plan *plan, unsigned char *buf, const fl_value *args,
                                      fl_error *err) {
   const fl_abi abi = plan->target.abi;
+  size_t which = 0; /* the tensor maps met so far */
   for (size_t i = 0; i < plan->nruntime; i++) {
     const fl_value *a = &args[i];
     unsigned char *dst = buf + plan->offsets[i];
@@ -26,7 +27,7 @@ static inline fl_status pack_runtime(const fl_plan *plan, unsigned char *buf, co
     } else if (fast == FL__FAST_S64 && a->type == FL_VALUE_INT) {
       memcpy(dst, &a->v.i, 8);
     } else if (fast == FL__FAST_TMAP) {
-      fl_status st = fl__tmap_pack(plan, i, a, dst, err);
+      fl_status st = fl__tmap_pack(plan, i, which++, a, dst, err);
       if (FL__UNLIKELY(st != FL_OK)) return st;
     } else {
       fl_status st = fl_pack_value(abi, plan->kinds[i], a, dst, i, err);

@@ -3,7 +3,7 @@
  * backend's (cuda.c: Triton's arguments to the driver's cuTensorMapEncodeTiled).
  *
  * The memo: per argument, FL__TMAP_WAYS entries indexed by a hash of the value, each the value it was
- * encoded from (every field, compared whole) and the 128 bytes. A launch that finds its value there
+ * encoded from (every field up to its rank compared) and the 128 bytes. A launch that finds its value there
  * copies the bytes and calls no driver function; a miss encodes and replaces the entry. Plans are
  * shared between threads: an argument's memo is taken with a try-lock, and a launch that finds it
  * taken encodes without it (no launch ever waits on another). */
@@ -68,16 +68,22 @@ void fl__tmap_plan_fini(fl_plan *plan) {
   plan->ntmaps = 0;
 }
 
-/* The value with every byte defined (padding included), so that two equal values compare equal. */
-static fl_status read_value(const fl_value *value, const fl_tensor_map_meta *meta, size_t index,
-                            fl_tensor_map_value *out, fl_error *err) {
+/* The value a launch gives for a map argument, checked: its map, or NULL with err filled (FL_BAD_VALUE). */
+static const fl_tensor_map_value *value_of(const fl_value *value, const fl_tensor_map_meta *meta, size_t index,
+                                           fl_error *err) {
   if (value->type != FL_VALUE_TENSOR_MAP || !value->v.p)
-    return fl__fail(err, FL_BAD_VALUE, false, "tmap_expected:%zu", index);
+    return fl__fail(err, FL_BAD_VALUE, false, "tmap_expected:%zu", index), NULL;
   const fl_tensor_map_value *v = (const fl_tensor_map_value *)(uintptr_t)value->v.p;
   if (v->rank != meta->rank)
-    return fl__fail(err, FL_BAD_VALUE, false, "tmap_rank_mismatch:%zu:%u:%u", index, v->rank, meta->rank);
+    return fl__fail(err, FL_BAD_VALUE, false, "tmap_rank_mismatch:%zu:%u:%u", index, v->rank, meta->rank), NULL;
   if (v->rank > 0 && v->strides[v->rank - 1] != 1) /* Triton asserts it before encoding */
-    return fl__fail(err, FL_BAD_VALUE, false, "tmap_inner_stride:%zu", index);
+    return fl__fail(err, FL_BAD_VALUE, false, "tmap_inner_stride:%zu", index), NULL;
+  return v;
+}
+
+/* The value with every byte defined (padding and the entries past its rank included): the key an
+ * entry keeps. */
+static void key_of(const fl_tensor_map_value *v, fl_tensor_map_value *out) {
   memset(out, 0, sizeof *out);
   out->base = v->base;
   out->rank = v->rank;
@@ -87,7 +93,16 @@ static fl_status read_value(const fl_value *value, const fl_tensor_map_meta *met
   }
   out->nan_padding = v->nan_padding;
   out->round_tf32 = v->round_tf32;
-  return FL_OK;
+}
+
+/* Whether an entry's key is the value (its fields up to its rank: the value's other bytes are the
+ * caller's). */
+static inline bool key_is(const fl_tensor_map_value *k, const fl_tensor_map_value *v) {
+  if (k->base != v->base || k->rank != v->rank || k->nan_padding != v->nan_padding || k->round_tf32 != v->round_tf32)
+    return false;
+  for (uint32_t d = 0; d < v->rank; d++)
+    if (k->shape[d] != v->shape[d] || k->strides[d] != v->strides[d]) return false;
+  return true;
 }
 
 static size_t hash_value(const fl_tensor_map_value *v) {
@@ -100,21 +115,22 @@ static size_t hash_value(const fl_tensor_map_value *v) {
   return (size_t)((h ^ (h >> 29)) % FL__TMAP_WAYS);
 }
 
-fl_status fl__tmap_pack(const fl_plan *plan, size_t index, const fl_value *value, unsigned char *dst, fl_error *err) {
-  size_t which = 0; /* this argument's place among the plan's tensor maps */
-  for (size_t i = 0; i < index; i++) which += plan->kinds[i] == FL_KIND_TMAP;
+fl_status fl__tmap_pack(const fl_plan *plan, size_t index, size_t which, const fl_value *value, unsigned char *dst,
+                        fl_error *err) {
   struct fl__tmap_memo *memo = &plan->tmaps[which];
+  const fl_tensor_map_value *v = value_of(value, &memo->meta, index, err);
+  if (!v) return FL_BAD_VALUE; /* value_of's every refusal */
+  fl__tmap_entry *e = &memo->entries[hash_value(v)];
   fl_tensor_map_value key;
-  fl_status st = read_value(value, &memo->meta, index, &key, err);
-  if (st != FL_OK) return st;
-  fl__tmap_entry *e = &memo->entries[hash_value(&key)];
+  fl_status st;
   if (!atomic_flag_test_and_set_explicit(&memo->busy, memory_order_acquire)) {
-    if (e->valid && memcmp(&e->key, &key, sizeof key) == 0) {
+    if (e->valid && key_is(&e->key, v)) {
       memcpy(dst, e->map, FL__TMAP_BYTES);
       atomic_flag_clear_explicit(&memo->busy, memory_order_release);
       return FL_OK;
     }
     _Alignas(64) unsigned char map[FL__TMAP_BYTES];
+    key_of(v, &key);
     st = plan->base->tensor_map_encode(plan->base, &memo->meta, &key, map, err);
     e->valid = st == FL_OK;
     if (st == FL_OK) {
@@ -126,6 +142,7 @@ fl_status fl__tmap_pack(const fl_plan *plan, size_t index, const fl_value *value
     return st;
   }
   _Alignas(64) unsigned char map[FL__TMAP_BYTES]; /* another thread holds the memo: encode alone */
+  key_of(v, &key);
   st = plan->base->tensor_map_encode(plan->base, &memo->meta, &key, map, err);
   if (st == FL_OK) memcpy(dst, map, FL__TMAP_BYTES);
   return st;

@@ -386,8 +386,19 @@ int fl_ext_tmap_dtype(fl_ext_state *st, PyObject *desc, int *dtype);
  * (wherever it lives: Triton's encode does not ask, nor does the full path) and its block shape
  * `block`: values into out[0 .. 2 rank], its map into *t. 0, or 1 (anything else: the full path
  * decides; no exception set). */
-int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t *block,
-                      uint32_t rank, fl_value *out, fl_tensor_map_value *t);
+/* `seen` (or NULL): the descriptor last read in full and its dict, kept by the caller (zeroed at
+ * first) as identities only (never dereferenced: compared with the call's, which holds them), with
+ * its dict's stamp (watch.h's fl_ext_tmap_stamp), what the dict held then (borrowed: the dict holds
+ * them while its stamp holds) and the map read. The same descriptor met again, its dict unchanged,
+ * has only its base's pointer and dtype and its lists' items read again. */
+typedef struct {
+  PyObject *obj, *dict;
+  uint64_t stamp;
+  PyObject *a[4]; /* base, shape, strides, block_shape */
+  fl_tensor_map_value t;
+} fl_ext_tmap_seen;
+int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t *block, uint32_t rank, fl_value *out,
+                      fl_tensor_map_value *t, fl_ext_tmap_seen *seen);
 int fl_ext_extract(fl_ext_state *st, fl_kind kind, PyObject *obj, size_t i, fl_value *out, fl_error *err,
                    const fl_ext_args *spec);
 /* Where a tensor the door declines lives, as torch says (`obj.device`): 0 with *where (FL_TENSOR_*)

@@ -4,6 +4,7 @@
  * as Triton's make_tensordesc_arg reads it: base.data_ptr(), shape, strides, padding,
  * round_f32_to_tf32. The map itself is the core's (src/tensor_map.c). */
 #include "ext.h"
+#include "watch.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -305,8 +306,19 @@ static int ints_quiet(PyObject *seq, uint32_t rank, int64_t *out) {
   return items != NULL;
 }
 
+/* A list or tuple's exact ints equal to `want`. */
+static inline int ints_are(PyObject *seq, uint32_t rank, const int64_t *want) {
+  PyObject **items = items_of(seq, rank);
+  if (!items) return 0;
+  for (uint32_t d = 0; d < rank; d++) {
+    uint64_t w;
+    if (!fl_ext_int_word(items[d], &w) || (int64_t)w != want[d]) return 0;
+  }
+  return 1;
+}
+
 /* A list or tuple's exact ints equal to the key's words. */
-static int block_is(PyObject *seq, const uint64_t *block, uint32_t rank) {
+static inline int block_is(PyObject *seq, const uint64_t *block, uint32_t rank) {
   PyObject **items = items_of(seq, rank);
   if (!items) return 0;
   for (uint32_t d = 0; d < rank; d++) {
@@ -345,40 +357,81 @@ static void dict_read(PyObject *dict, PyObject *const names[6], PyObject *a[6]) 
   }
 }
 
-int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t *block,
-                      uint32_t rank, fl_value *out, fl_tensor_map_value *t) {
-  PyObject *names[6], *a[6] = {0};
-  desc_names(st, names);
-  int rc = 1;
-  /* The class's lookup is the generic one and none of the names is a data descriptor on it
-   * (fl_ext_tmap_plain_class): each is the instance dict's, else the class's. The dict is read
-   * whole (made from the object's inline values the first time, as `obj.__dict__` makes it). */
-  PyObject *dict = PyObject_GenericGetDict(obj, NULL);
-  if (!dict) goto done;
-  dict_read(dict, names, a);
-  for (int i = 0; i < 6; i++)
-    if (!a[i] && !(a[i] = PyObject_GenericGetAttr(obj, names[i]))) break; /* a class attribute: a default */
-  Py_DECREF(dict);
-  if (!a[5]) goto done;
+/* The map and values from a descriptor's base, shape, strides, block shape (borrowed) and flags. 0, or 1. */
+static int tmap_fill(fl_ext_state *st, PyObject *const a[4], bool nan_padding, bool round_tf32, int dtype,
+                     const uint64_t *block, uint32_t rank, fl_value *out, fl_tensor_map_value *t) {
   uint64_t p;
   int where, index, dt;
-  PyObject *pad = a[4];
-  if (!FL_EXT_DOOR(st) || !FL_EXT_DOOR(st)->unpack_typed(a[0], &p, &where, &index, &dt) || dt != dtype || !block_is(a[3], block, rank) ||
-      (a[5] != Py_True && a[5] != Py_False) || !PyUnicode_Check(pad))
-    goto done;
+  if (!FL_EXT_DOOR(st) || !FL_EXT_DOOR(st)->unpack_typed(a[0], &p, &where, &index, &dt) || dt != dtype ||
+      !block_is(a[3], block, rank))
+    return 1;
   memset(t, 0, sizeof *t); /* the core's memo compares the whole value */
-  if (!ints_quiet(a[1], rank, t->shape) || !ints_quiet(a[2], rank, t->strides) || t->strides[rank - 1] != 1) goto done;
+  if (!ints_quiet(a[1], rank, t->shape) || !ints_quiet(a[2], rank, t->strides) || t->strides[rank - 1] != 1) return 1;
   t->base = p;
   t->rank = rank;
-  t->nan_padding = pad == st->str_nan || (PyUnicode_GET_LENGTH(pad) == 3 && PyUnicode_Compare(pad, st->str_nan) == 0);
-  t->round_tf32 = a[5] == Py_True;
+  t->nan_padding = nan_padding;
+  t->round_tf32 = round_tf32;
   out[0] = fl_tensor_map(t);
   for (uint32_t d = 0; d < rank; d++) {
     out[1 + d] = fl_int(t->shape[d]);
     out[1 + rank + d] = fl_int(t->strides[d]);
   }
-  rc = 0;
-done:
+  return 0;
+}
+
+int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t *block, uint32_t rank, fl_value *out,
+                      fl_tensor_map_value *t, fl_ext_tmap_seen *seen) {
+  int rc = 1;
+  /* The class's lookup is the generic one and none of the names is a data descriptor on it
+   * (fl_ext_tmap_plain_class): each is the instance dict's, else the class's. The dict is read
+   * whole (made from the object's inline values the first time, as `obj.__dict__` makes it). */
+  PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+  if (!dict) return PyErr_Clear(), 1;
+  if (seen && seen->obj == obj && seen->dict == dict && seen->stamp == fl_ext_tmap_stamp(dict)) {
+    /* Met again, its dict unchanged since it was read (so holding what it held then): only what can
+     * change without the dict is read again, the base's storage and dtype and the lists' items,
+     * each item an exact int equal to what it was (else the full read below decides). */
+    uint64_t p;
+    int where, index, dt;
+    if (FL_EXT_DOOR(st)->unpack_typed(seen->a[0], &p, &where, &index, &dt) && dt == dtype && /* the door: loaded for good */
+        ints_are(seen->a[1], rank, seen->t.shape) && ints_are(seen->a[2], rank, seen->t.strides) &&
+        block_is(seen->a[3], block, rank)) {
+      Py_DECREF(dict);
+      *t = seen->t;
+      t->base = p;
+      out[0] = fl_tensor_map(t);
+      for (uint32_t d = 0; d < rank; d++) {
+        out[1 + d] = fl_int(t->shape[d]);
+        out[1 + rank + d] = fl_int(t->strides[d]);
+      }
+      return 0;
+    }
+  }
+  PyObject *names[6], *a[6] = {0};
+  desc_names(st, names);
+  uint64_t stamp = 0;
+  int stamped = seen && fl_ext_tmap_watch(dict) == 0;
+  if (stamped) stamp = fl_ext_tmap_stamp(dict); /* before the reads, which run no Python code */
+  dict_read(dict, names, a);
+  for (int i = 0; i < 6; i++)
+    if (!a[i]) {
+      stamped = 0; /* a class attribute (a default): the dict's stamp does not say it holds */
+      if (!(a[i] = PyObject_GenericGetAttr(obj, names[i]))) break;
+    }
+  PyObject *pad = a[4];
+  int nan = 0;
+  if (a[5] && (a[5] == Py_True || a[5] == Py_False) && PyUnicode_Check(pad)) {
+    nan = pad == st->str_nan || (PyUnicode_GET_LENGTH(pad) == 3 && PyUnicode_Compare(pad, st->str_nan) == 0);
+    PyObject *four[4] = {a[0], a[1], a[2], a[3]};
+    rc = tmap_fill(st, four, nan, a[5] == Py_True, dtype, block, rank, out, t);
+  }
+  if (seen) {
+    seen->obj = NULL;
+    if (rc == 0 && stamped) { /* borrowed: the dict holds them while its stamp holds */
+      *seen = (fl_ext_tmap_seen){obj, dict, stamp, {a[0], a[1], a[2], a[3]}, *t};
+    }
+  }
+  Py_DECREF(dict);
   if (rc) PyErr_Clear();
   for (int i = 0; i < 6; i++) Py_XDECREF(a[i]);
   return rc;

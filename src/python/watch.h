@@ -145,6 +145,24 @@ static inline uint64_t fl_ext_dict_stamp(PyObject *dict) {
 /* 3.12+: the interpreter's watcher watches `dict`; nothing before. 0, or -1 with an exception. */
 int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict);
 
+/* A tensor descriptor's dict, stamped so that an unchanged stamp means the dict was not modified nor
+ * freed since: its version tag where dicts have them (through 3.12: never reused), else (3.13+) the
+ * count of events of every dict a watcher of its own watches (fl_ext_tmap_watch first: any change
+ * to, or the end of, any watched descriptor's dict moves it). 0 from fl_ext_tmap_watch: stamped;
+ * -1: no stamp here (no watcher id left), read in full each time. */
+#if !FL_EXT_DICT_VERSIONS
+extern uint64_t fl_ext_tmap_epoch;
+#endif
+static inline uint64_t fl_ext_tmap_stamp(PyObject *dict) {
+#if FL_EXT_DICT_VERSIONS
+  return fl_ext_dict_version(dict);
+#else
+  (void)dict;
+  return FL_EXT_LOAD(fl_ext_tmap_epoch);
+#endif
+}
+int fl_ext_tmap_watch(PyObject *dict);
+
 /* Watches `dicts` (a tuple of dicts) from now on. 0, or -1 with an exception (then `force` stays
  * set, so the next call looks again). */
 int fl_ext_watch_set(fl_ext_watch *w, fl_ext_state *st, PyObject *dicts);

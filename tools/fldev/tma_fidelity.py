@@ -171,13 +171,16 @@ def hostile_cases(kernels, stub, TensorDescriptor, flt, torch):
 
 def memo_mutations(kernels, stub, TensorDescriptor, flt, torch):
     """One descriptor object met again by kernel[grid] (the JIT's memo takes it), changed in place
-    between calls as user code can: its lists' items, its base (same dtype, then another), padding,
-    tf32, block shape, a subclass instance, and its class given a property then rid of it. Every
+    between calls as user code can: its lists' items, its base tensor's storage moved (the
+    descriptor untouched), its base (same dtype, then another), padding, tf32, block shape, a
+    subclass instance, and its class given a property then rid of it; then a new descriptor each
+    call over three buffers, the last one dropped first (its address reused). Every
     call's launch (bytes) or exception the same with Triton alone and with fastlaunch, and the
     property read as often."""
     k = next(k for k in kernels if k["arch"] == 90 and k["rank"] == 2 and k["dtype"] == "float16")
     x, y = torch.zeros(512, 256, dtype=torch.float16), torch.zeros(512, 256, dtype=torch.float16)
     z = torch.zeros(512, 256, dtype=torch.float32)
+    w = torch.zeros(512, 256, dtype=torch.float16)[:, :128]  # another shape and stride
     reads = [0]
 
     class Sub(TensorDescriptor):
@@ -193,6 +196,11 @@ def memo_mutations(kernels, stub, TensorDescriptor, flt, torch):
         yield "shape item"
         d.strides[0] = 512
         yield "stride item"
+        xs = x.untyped_storage()
+        x.set_(y.untyped_storage(), 0, x.shape, x.stride())  # the base's storage moved, the descriptor untouched
+        yield "base storage moved"
+        x.set_(xs, 0, x.shape, x.stride())
+        yield "base storage back"
         d.base = y
         yield "base, same dtype"
         d.base = z
@@ -240,6 +248,16 @@ def memo_mutations(kernels, stub, TensorDescriptor, flt, torch):
         run = vars(fn).get("run")
         if enabled and hasattr(run, "counts"):
             out["memo"] = dict(run.counts).get("memo", 0) - memo0
+        # A new descriptor each call, the last one dropped first (CPython hands the next one the
+        # same address, often its dict's too): each read as what it is, never as the last one met.
+        bufs = (x, y, w)
+        for i in range(12):
+            nd = TensorDescriptor.from_tensor(bufs[i % 3], list(k["block"]))
+            stub.record(0, ([128] + [4] * 2 + [8] * 2) * 2 + [4, 8, 8])
+            before = stub.state.calls
+            fn[(2, 1, 1)](nd, db, 5)
+            side.append((f"fresh {i}", stub.state.calls - before, None, stub.param_bytes(), 0))
+            del nd
         sides.append(side)
     flt.disable()
     for a, b in zip(*sides):

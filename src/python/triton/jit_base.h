@@ -268,6 +268,7 @@ typedef struct {
   uint16_t koff; /* its K_DESC word */
   uint8_t rank;
   int8_t dtype;  /* the door's code of its base's dtype (the dtype object in the key is torch's one) */
+  fl_ext_tmap_seen seen; /* the descriptor it last read in full (met again: read in part) */
 } jit_memo_desc; /* a tensor descriptor (tensor_maps.c reads it) */
 
 typedef struct {

@@ -378,20 +378,21 @@ static int memo_desc(JitObject *self, const jit_entry *e, PyObject *v, PyObject 
       fl_ext_tmap_dtype(st, v, &dtype) != 0 || dtype < INT8_MIN || dtype > INT8_MAX)
     return -1;
   m->desc_version = version;
-  m->desc[m->nd++] = (jit_memo_desc){dflt, src, (uint16_t)abi, (uint16_t)off, (uint8_t)rank, (int8_t)dtype};
+  m->desc[m->nd++] = (jit_memo_desc){.dflt = dflt, .src = src, .abi = (uint16_t)abi, .koff = (uint16_t)off,
+                                     .rank = (uint8_t)rank, .dtype = (int8_t)dtype};
   return 0;
 }
 
 int fl_jit_memo_descs(JitObject *self, PyObject *const *args, fl_value *values, fl_tensor_map_value *tmaps) {
-  const jit_memo *m = &self->memo;
+  jit_memo *m = &self->memo;
   fl_ext_state *st = self->state;
   const jit_entry *e = m->entry;
   for (uint32_t j = 0; j < m->nd; j++) {
-    const jit_memo_desc *d = &m->desc[j];
+    jit_memo_desc *d = &m->desc[j];
     PyObject *v = d->src >= 0 ? args[d->src] : d->dflt;
     PyTypeObject *type = Py_TYPE(v);
     if (type != (PyTypeObject *)FL_EXT_STATE_OBJ(st->tensor_desc_type) || type->tp_version_tag != m->desc_version ||
-        fl_ext_tmap_quiet(st, v, d->dtype, &e->key[d->koff + 2], d->rank, &values[d->abi], &tmaps[j]))
+        fl_ext_tmap_quiet(st, v, d->dtype, &e->key[d->koff + 2], d->rank, &values[d->abi], &tmaps[j], &d->seen))
       return 1;
   }
   return 0;
