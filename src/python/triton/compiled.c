@@ -29,10 +29,10 @@ static FL_EXT_COLD PyObject *stock(LaunchObject *L, PyObject *grid, const char *
   fl_ext_count_reason(L->stock_counts, why, NULL);
   PyObject *kernel = Py_NewRef(L->kernel), *getitem = Py_NewRef(L->stock_getitem);
   PyObject *pair[2] = {kernel, Py_NewRef(grid)};
-  fl_ext_triton_depth++;
+  fl_ext_triton_enter();
   PyObject *runner = PyObject_Vectorcall(getitem, pair, 2, NULL);
   PyObject *res = runner ? PyObject_Vectorcall(runner, args, nargsf, kwnames) : NULL;
-  fl_ext_triton_depth--;
+  fl_ext_triton_leave();
   Py_XDECREF(runner);
   Py_DECREF(pair[1]);
   Py_DECREF(getitem);
@@ -284,15 +284,7 @@ static PyObject *subscript_vectorcall(PyObject *callable, PyObject *const *args,
 }
 
 static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"stock_getitem", "attach", NULL};
-  PyObject *stock_getitem, *attach;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:CompiledSubscript", kwlist, &stock_getitem, &attach)) return NULL;
-  SubscriptObject *self = (SubscriptObject *)type->tp_alloc(type, 0);
-  if (!self) return NULL;
-  self->vectorcall = subscript_vectorcall;
-  self->stock_getitem = Py_NewRef(stock_getitem);
-  self->attach = Py_NewRef(attach);
-  return (PyObject *)self;
+  return (PyObject *)fl_getitem_new(type, args, kwds, "OO:CompiledSubscript", subscript_vectorcall);
 }
 
 static int subscript_traverse(PyObject *op, visitproc visit, void *arg) {

@@ -356,6 +356,10 @@ extern PyMemberDef fl_getitem_members[];
 PyTypeObject *fl_grid_call_type(PyObject *module, const char *name, const char *doc);
 /* __get__ of a class's __getitem__: bound to the instance, as a function is. */
 PyObject *fl_getitem_bind(PyObject *self, PyObject *obj, PyObject *type);
+/* A head's type called as `Name(stock_getitem, attach)` (`fmt` "OO:Name"): the new object, its
+ * vectorcall `call`, or NULL. */
+fl_getitem_head *fl_getitem_new(PyTypeObject *type, PyObject *args, PyObject *kwds, const char *fmt,
+                                vectorcallfunc call);
 
 /* A call bound to the kernel's parameters. */
 typedef struct {

@@ -42,6 +42,19 @@ void fl_getitem_clear(fl_getitem_head *h) {
   Py_CLEAR(h->attach);
 }
 
+fl_getitem_head *fl_getitem_new(PyTypeObject *type, PyObject *args, PyObject *kwds, const char *fmt,
+                                vectorcallfunc call) {
+  static char *kwlist[] = {"stock_getitem", "attach", NULL};
+  PyObject *stock_getitem, *attach;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &stock_getitem, &attach)) return NULL;
+  fl_getitem_head *h = (fl_getitem_head *)type->tp_alloc(type, 0);
+  if (!h) return NULL;
+  h->vectorcall = call;
+  h->stock_getitem = Py_NewRef(stock_getitem);
+  h->attach = Py_NewRef(attach);
+  return h;
+}
+
 PyObject *fl_getitem_bind(PyObject *self, PyObject *obj, PyObject *type) {
   (void)type;
   if (!obj || obj == Py_None) return Py_NewRef(self);
@@ -430,17 +443,10 @@ static PyObject *subscript_get(PyObject *self, PyObject *obj, PyObject *type) {
 }
 
 static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"stock_getitem", "attach", NULL};
-  PyObject *stock_getitem, *attach;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:JitSubscript", kwlist, &stock_getitem, &attach)) return NULL;
   fl_ext_state *st = fl_ext_state_from_type(type);
-  if (!st) return NULL;
-  SubscriptObject *self = (SubscriptObject *)type->tp_alloc(type, 0);
-  if (!self) return NULL;
-  self->h.vectorcall = subscript_vectorcall;
-  self->state = st;
-  self->h.stock_getitem = Py_NewRef(stock_getitem);
-  self->h.attach = Py_NewRef(attach);
+  SubscriptObject *self = st ? (SubscriptObject *)fl_getitem_new(type, args, kwds, "OO:JitSubscript", subscript_vectorcall)
+                             : NULL;
+  if (self) self->state = st;
   return (PyObject *)self;
 }
 
