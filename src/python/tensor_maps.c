@@ -9,6 +9,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A map's launch values: the map, then its shape and its strides. */
+static inline void tmap_values(const fl_tensor_map_value *t, uint32_t rank, fl_value *out) {
+  out[0] = fl_tensor_map(t);
+  for (uint32_t d = 0; d < rank; d++) {
+    out[1 + d] = fl_int(t->shape[d]);
+    out[1 + rank + d] = fl_int(t->strides[d]);
+  }
+}
+
 static void refuse(fl_error *err, const char *what, size_t i) {
   err->status = FL_BAD_VALUE;
   err->backend_submitted = false;
@@ -170,11 +179,7 @@ int fl_ext_extract_tmap(fl_ext_state *st, PyObject *obj, size_t i, fl_value *out
   t->nan_padding = padding == st->str_nan ||
                    (PyUnicode_Check(padding) && PyUnicode_Compare(padding, st->str_nan) == 0);
   t->round_tf32 = truth;
-  out[0] = fl_tensor_map(t);
-  for (Py_ssize_t d = 0; d < rank; d++) {
-    out[1 + d] = fl_int(t->shape[d]);
-    out[1 + rank + d] = fl_int(t->strides[d]);
-  }
+  tmap_values(t, (uint32_t)rank, out);
   if (decomposed) { /* what Triton passes below sm_90 and on gfx942 besides the shape and strides */
     uint64_t w;
     decomposed[0] = fl_ptr((const void *)(uintptr_t)addr);
@@ -243,11 +248,7 @@ int fl_ext_tmap_of_tensor(fl_ext_state *st, PyObject *obj, size_t i, fl_value *o
   if (addr % 16 != 0) return refuse(err, "tmap_base_unaligned", i), -1;
   *t = *fixed; /* padding "zero", round_f32_to_tf32 False: TensorDescriptor's defaults */
   t->base = addr;
-  out[0] = fl_tensor_map(t);
-  for (uint32_t d = 0; d < t->rank; d++) {
-    out[1 + d] = fl_int(t->shape[d]);
-    out[1 + t->rank + d] = fl_int(t->strides[d]);
-  }
+  tmap_values(t, t->rank, out);
   return 0;
 }
 
@@ -371,11 +372,7 @@ static int tmap_fill(fl_ext_state *st, PyObject *const a[4], bool nan_padding, b
   t->rank = rank;
   t->nan_padding = nan_padding;
   t->round_tf32 = round_tf32;
-  out[0] = fl_tensor_map(t);
-  for (uint32_t d = 0; d < rank; d++) {
-    out[1 + d] = fl_int(t->shape[d]);
-    out[1 + rank + d] = fl_int(t->strides[d]);
-  }
+  tmap_values(t, rank, out);
   return 0;
 }
 
@@ -399,11 +396,7 @@ int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t
       Py_DECREF(dict);
       *t = seen->t;
       t->base = p;
-      out[0] = fl_tensor_map(t);
-      for (uint32_t d = 0; d < rank; d++) {
-        out[1 + d] = fl_int(t->shape[d]);
-        out[1 + rank + d] = fl_int(t->strides[d]);
-      }
+      tmap_values(t, rank, out);
       return 0;
     }
   }
