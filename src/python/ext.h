@@ -388,9 +388,9 @@ int fl_ext_tmap_dtype(fl_ext_state *st, PyObject *desc, int *dtype);
  * decides; no exception set). */
 /* `seen` (or NULL): the descriptor last read in full and its dict, kept by the caller (zeroed at
  * first) as identities only (never dereferenced: compared with the call's, which holds them), with
- * its dict's stamp (watch.h's fl_ext_tmap_stamp), what the dict held then (borrowed: the dict holds
- * them while its stamp holds) and the map read. The same descriptor met again, its dict unchanged,
- * has only its base's pointer and dtype and its lists' items read again. */
+ * its dict's stamp (watch.h's fl_ext_tmap_stamp: through 3.12 only), what the dict held then
+ * (borrowed: the dict holds them while its stamp holds) and the map read. The same descriptor met
+ * again, its dict unchanged, has only its base's pointer and dtype and its lists' items read again. */
 typedef struct {
   PyObject *obj, *dict;
   uint64_t stamp;

@@ -384,7 +384,8 @@ int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t
    * whole (made from the object's inline values the first time, as `obj.__dict__` makes it). */
   PyObject *dict = PyObject_GenericGetDict(obj, NULL);
   if (!dict) return PyErr_Clear(), 1;
-  if (seen && seen->obj == obj && seen->dict == dict && seen->stamp == fl_ext_tmap_stamp(dict)) {
+  if (seen && fl_ext_tmap_stamped() && seen->obj == obj && seen->dict == dict &&
+      seen->stamp == fl_ext_tmap_stamp(dict)) {
     /* Met again, its dict unchanged since it was read (so holding what it held then): only what can
      * change without the dict is read again, the base's storage and dtype and the lists' items,
      * each item an exact int equal to what it was (else the full read below decides). */
@@ -403,7 +404,7 @@ int fl_ext_tmap_quiet(fl_ext_state *st, PyObject *obj, int dtype, const uint64_t
   PyObject *names[6], *a[6] = {0};
   desc_names(st, names);
   uint64_t stamp = 0;
-  int stamped = seen && fl_ext_tmap_watch(dict) == 0;
+  int stamped = seen && fl_ext_tmap_stamped();
   if (stamped) stamp = fl_ext_tmap_stamp(dict); /* before the reads, which run no Python code */
   dict_read(dict, names, a);
   for (int i = 0; i < 6; i++)

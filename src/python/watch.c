@@ -44,16 +44,6 @@ static int keyed_callback(PyDict_WatchEvent event, PyObject *dict, PyObject *key
 
 uint64_t fl_ext_watch_nonce;
 
-#if !FL_EXT_DICT_VERSIONS
-uint64_t fl_ext_tmap_epoch = 1;
-static int tmap_watcher = -1; /* added at init; -1: none left (other code took every id) */
-
-static int tmap_callback(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *new_value) {
-  (void)event, (void)dict, (void)key, (void)new_value;
-  FL_EXT_COUNT(fl_ext_tmap_epoch);
-  return 0;
-}
-#endif
 
 int fl_ext_watch_init(fl_ext_state *st) {
 #if FL_EXT_WATCHERS
@@ -61,9 +51,6 @@ int fl_ext_watch_init(fl_ext_state *st) {
   if (st->dict_watcher >= 0) {
     keyed_watcher = PyDict_AddWatcher(keyed_callback); /* none left: the keyed dicts are watched whole */
     if (keyed_watcher < 0) PyErr_Clear();
-#if !FL_EXT_DICT_VERSIONS
-    if ((tmap_watcher = PyDict_AddWatcher(tmap_callback)) < 0) PyErr_Clear(); /* the last: descriptors' */
-#endif
     return 0;
   }
   /* Every id is taken (other code's watchers): the JIT falls back, and import goes on. */
@@ -197,18 +184,6 @@ int fl_ext_watch_set_keyed(fl_ext_watch *w, fl_ext_state *st, PyObject *keyed) {
   return rc;
 }
 
-
-int fl_ext_tmap_watch(PyObject *dict) {
-#if FL_EXT_DICT_VERSIONS
-  (void)dict;
-  return 0;
-#else
-  if (tmap_watcher < 0) return -1; /* descriptors are read in full */
-  if (watch_locked(tmap_watcher, dict) == 0) return 0;
-  PyErr_Clear();
-  return -1;
-#endif
-}
 
 int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict) {
 #if FL_EXT_WATCHERS

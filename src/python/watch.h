@@ -146,22 +146,13 @@ static inline uint64_t fl_ext_dict_stamp(PyObject *dict) {
 int fl_ext_watch_dict(fl_ext_state *st, PyObject *dict);
 
 /* A tensor descriptor's dict, stamped so that an unchanged stamp means the dict was not modified nor
- * freed since: its version tag where dicts have them (through 3.12: never reused), else (3.13+) the
- * count of events of every dict a watcher of its own watches (fl_ext_tmap_watch first: any change
- * to, or the end of, any watched descriptor's dict moves it). 0 from fl_ext_tmap_watch: stamped;
- * -1: no stamp here (no watcher id left), read in full each time. */
-#if !FL_EXT_DICT_VERSIONS
-extern uint64_t fl_ext_tmap_epoch;
-#endif
-static inline uint64_t fl_ext_tmap_stamp(PyObject *dict) {
-#if FL_EXT_DICT_VERSIONS
-  return fl_ext_dict_version(dict);
-#else
-  (void)dict;
-  return FL_EXT_LOAD(fl_ext_tmap_epoch);
-#endif
-}
-int fl_ext_tmap_watch(PyObject *dict);
+ * freed since: its version tag (through 3.12, where an attribute store, specialized or not, moves
+ * it and tags are never reused); 0 where dicts have none. From 3.13 an attribute store on an
+ * object's inline values can bypass the dict (no version tag, no watcher event seen: a descriptor
+ * whose `base` was reassigned read as the old one, tma_fidelity under 3.13), so there each
+ * descriptor is read in full. */
+static inline int fl_ext_tmap_stamped(void) { return FL_EXT_DICT_VERSIONS; }
+static inline uint64_t fl_ext_tmap_stamp(PyObject *dict) { return fl_ext_dict_version(dict); }
 
 /* Watches `dicts` (a tuple of dicts) from now on. 0, or -1 with an exception (then `force` stays
  * set, so the next call looks again). */
