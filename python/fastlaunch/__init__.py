@@ -151,6 +151,10 @@ def _report_jit(out):
         print(f"  Triton JIT kernels: not served: {mod._state['off']}", file=out)
     elif why:
         print(f"  Triton JIT kernels: changes seen through {detector} ({why})", file=out)
+    from fastlaunch import triton_check
+
+    for line in triton_check.report_lines():
+        print(line, file=out)
     sites = mod.sites()
     fast = sum(c["fast"] for _, c in sites)
     total = fast + sum(c["stock"] for _, c in sites)
@@ -167,4 +171,6 @@ def _report_jit(out):
             line += f" pre-run-hooks-called={c['pre_run']}"
         if c.get("grid_calls"):
             line += f" grid-called={c['grid_calls']}"
+        if c.get("checked"):
+            line += f" checked-with-triton={c['checked']}"
         print(line + (f" triton-reasons[{reasons}]" if reasons else ""), file=out)

@@ -3,6 +3,7 @@
     python -m fastlaunch layout --abi npu --ffts ptr ptr i32
     python -m fastlaunch layout --abi cuda --hidden-ptrs 2 '*fp32' '*fp32' i32
     python -m fastlaunch tensor-reader --build     (ahead of time: a Dockerfile's RUN step)
+    python -m fastlaunch triton-key                (the installed Triton's key: proven, or checked)
 
 Each subcommand is one entry of SUBCOMMANDS below: a name mapped to (setup_fn, run_fn), where
 setup_fn(parser) adds the subcommand's arguments to its argparse parser and run_fn(args) does the
@@ -148,6 +149,37 @@ def _cmd_tensor_reader(args: argparse.Namespace) -> int:
     return 0 if in_use else 1
 
 
+def _setup_triton_key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="the fingerprint's pieces and files as JSON")
+
+
+def _cmd_triton_key(args: argparse.Namespace) -> int:
+    """Whether the installed Triton's key-deciding code is in fastlaunch's proven set (else every JIT call is checked).
+
+    Prints the fingerprint of the pieces of Triton that decide which compiled kernel a call runs
+    (fastlaunch/triton_check.py) and what the proven set (fastlaunch/proven_tritons.txt) says of it.
+    Exit status 1 when it is not in the set (fastlaunch then checks every JIT call against Triton's
+    own choice), 2 without Triton."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        print("triton is not installed")
+        return EXIT_USAGE
+    import triton
+
+    from fastlaunch import triton_check
+
+    fp, detail = triton_check.fingerprint()
+    proven, _, entry = triton_check.recognised()
+    if args.json:
+        print(json.dumps({"fingerprint": fp, "proven": proven, "entry": entry, "triton": triton.__version__,
+                          "detail": detail}, indent=1))
+    else:
+        where = f"proven: {entry}" if proven else "not in the proven set: every JIT call is checked against Triton"
+        print(f"triton {triton.__version__}: fingerprint {fp}: {where}")
+    return 0 if proven else 1
+
+
 # ---- the subcommand table ------------------------------------------------------------------------
 #
 # To add a subcommand, write setup_fn(parser) and run_fn(args) -> int and add one entry here. The
@@ -157,6 +189,7 @@ def _cmd_tensor_reader(args: argparse.Namespace) -> int:
 SUBCOMMANDS: Dict[str, Tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "layout": (_setup_layout, _cmd_layout),
     "tensor-reader": (_setup_tensor_reader, _cmd_tensor_reader),
+    "triton-key": (_setup_triton_key, _cmd_triton_key),
 }
 
 

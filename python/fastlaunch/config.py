@@ -34,6 +34,13 @@ VARIABLES = (
     Variable("FASTLAUNCH_TRITON", "switch", "off", "import fastlaunch",
              "Calls `fastlaunch.triton.enable()` at import: every `@triton.jit` kernel's `kernel[grid](...)` goes "
              "through fastlaunch's C dispatcher."),
+    Variable("FASTLAUNCH_VERIFY", "switch", "off", "fastlaunch.triton.enable()",
+             "1 checks every Triton JIT call against Triton's own choice of compiled kernel (its binder, key and "
+             "cache; nothing compiled or launched) on any Triton, not only on one whose key-deciding code is not in "
+             "the proven set (where calls are always checked); a disagreement hands that kernel to Triton."),
+    Variable("FASTLAUNCH_VERIFY_LOG", "path", "none", "fastlaunch.triton_check",
+             "A file each disagreement is appended to as one JSON line (the Triton's fingerprint, the kernel, what "
+             "differs): how `tools/test-versions` sees that a run with the check on had none."),
     Variable("FASTLAUNCH_LOG", "switch", "off", "import fastlaunch",
              "Logs promotions, refusals and the tensor door's build to stderr (the `fastlaunch` logger)."),
     Variable("FASTLAUNCH_CACHE_DIR", "path", "~/.cache/fastlaunch", "fastlaunch.host, the tensor door",
@@ -72,6 +79,8 @@ TOOL_VARIABLES = ("FASTLAUNCH_REQUIRE_REFERENCES", "FASTLAUNCH_ALLOW_NO_TRITON",
 class Config:
     inductor: bool = False
     triton: bool = False
+    verify: bool = False
+    verify_log: Optional[str] = None
     log: bool = False
     cache_dir: str = ""
     tensor_door: bool = True
@@ -115,6 +124,8 @@ def read(environ: Optional[Mapping[str, str]] = None) -> Config:
     return Config(
         inductor=_switch("FASTLAUNCH_INDUCTOR", env.get("FASTLAUNCH_INDUCTOR"), False),
         triton=_switch("FASTLAUNCH_TRITON", env.get("FASTLAUNCH_TRITON"), False),
+        verify=_switch("FASTLAUNCH_VERIFY", env.get("FASTLAUNCH_VERIFY"), False),
+        verify_log=env.get("FASTLAUNCH_VERIFY_LOG") or None,
         log=_switch("FASTLAUNCH_LOG", env.get("FASTLAUNCH_LOG"), False),
         cache_dir=env.get("FASTLAUNCH_CACHE_DIR") or _default_cache_dir(),
         tensor_door=_switch("FASTLAUNCH_TENSOR_DOOR", env.get("FASTLAUNCH_TENSOR_DOOR"), True),

@@ -27,6 +27,7 @@ import threading
 import weakref
 
 from fastlaunch._C import FastLaunchPlanUnavailable, FinalizedLaunch, Plan
+from fastlaunch import inductor_facts
 from fastlaunch.bind import Adapter, BoundLaunch, bind, members
 from fastlaunch.inductor_abi import abi_of_launcher, device_type as _device_type, launch_target, scope_of as _scope
 from fastlaunch.inductor_abi import static_kernel as _static_kernel
@@ -224,6 +225,7 @@ class InductorAdapter(Adapter):
 
     # -- the plan --
     def build_plan(self, autotuner, launcher, args):
+        inductor_facts.check_autotuner(autotuner)  # what is read below: each fact checked (inductor_facts)
         meta = getattr(autotuner, "inductor_meta", None) or {}
         if "grid_type" not in meta:
             raise FastLaunchPlanUnavailable("grid_outside_launcher")  # older Inductor passes grid=
@@ -251,13 +253,19 @@ class InductorAdapter(Adapter):
                         tensor_map_geometry=abi.geometry or None)
         except (ValueError, TypeError, OverflowError) as exc:
             raise FastLaunchPlanUnavailable(f"plan_creation_error:{type(exc).__name__}") from exc
+        # The launcher torch generated, run once with a recording runner: what it passes and the grid
+        # it computes are what the plan packs and computes (inductor_facts), else refused by name.
+        static = _static_kernel(launcher) if self.kernel_resolver is None else None
+        grid_now = tuple(args[def_args.index(n)] for n in grid_names) if grid_names else plan.resolve_grid(*args)
+        inductor_facts.check_launcher(autotuner, launcher, args, static=static, ignore=ignore, plan_grid=grid_now,
+                                      signature=autotuner.triton_meta["signature"],
+                                      host_tma=bool(meta.get("host_tma_descriptor_args")))
         if grid_names:
             return plan  # the call's own values are the grid
         # One-time check that the grid program computes what the launcher's Python computes.
         expected = GridExpr.from_meta(meta, launcher.config).eval_slow(dict(zip(def_args, args)))
-        got = plan.resolve_grid(*args)
-        if tuple(expected) != tuple(got):
-            raise FastLaunchPlanUnavailable(f"grid_program_mismatch:{tuple(expected)}:{got}")
+        if tuple(expected) != tuple(grid_now):
+            raise FastLaunchPlanUnavailable(f"grid_program_mismatch:{tuple(expected)}:{grid_now}")
         return plan
 
     def entry_options(self, autotuner, launcher, plan):

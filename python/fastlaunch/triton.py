@@ -19,13 +19,15 @@ from fastlaunch.triton_plan import (  # noqa: F401  (the public names)
 )
 
 
-def enable(*, backend=None) -> None:
+def enable(*, backend=None, verify=None) -> None:
     """Serves every `@triton.jit` kernel's `kernel[grid](...)` through fastlaunch's C dispatcher
     (fastlaunch.triton_jit); `FASTLAUNCH_TRITON=1` does the same at import. backend None: each
-    variant on the GPU it was compiled for (cuda for NVIDIA, hip for AMD)."""
+    variant on the GPU it was compiled for (cuda for NVIDIA, hip for AMD). verify True (or
+    FASTLAUNCH_VERIFY=1): every call first asks Triton which compiled kernel it would run, as calls
+    on a Triton outside the proven set always do (fastlaunch.triton_check)."""
     from fastlaunch import triton_jit
 
-    triton_jit.enable(backend=backend)
+    triton_jit.enable(backend=backend, verify=verify)
 
 
 def disable() -> None:

@@ -25,13 +25,14 @@ import os
 import types
 import weakref
 
-from fastlaunch import _C, triton_compiled
+from fastlaunch import _C, triton_check, triton_compiled
 from fastlaunch._C import FastLaunchPlanUnavailable
 from fastlaunch.grid_trace import ABSENT as _ABSENT, NotTraceable as _NotTraceable, trace_grid
 from fastlaunch.grid_trace import answered_grid, bind_arguments as _bind_arguments
 from fastlaunch.triton_tuners import AutotunePolicy as _AutotunePolicy
 from fastlaunch.triton_tuners import HeuristicsPolicy as _HeuristicsPolicy
 from fastlaunch.triton_tuners import autotune_key  # noqa: F401  (its public home)
+from fastlaunch.triton_tuners import subclass_refusal as _subclass_refusal
 from fastlaunch.triton_tuners import watchable_dict as _watchable_dict
 
 log = logging.getLogger("fastlaunch")
@@ -67,12 +68,28 @@ def _kernel_classes():
 
 
 @_locked
-def enable(*, backend=None) -> None:
+def enable(*, backend=None, verify=None) -> None:
     """Serves every `@triton.jit` kernel's `kernel[grid](...)` (and `kernel.run(...)`) through
     fastlaunch from now on, `@triton.autotune` and `@triton.heuristics` kernels included: kernels
     already defined and those defined later. Idempotent. backend None: each variant launches on the
-    backend of the GPU Triton compiled it for (cuda, or hip for an hsaco); "null" for measuring."""
+    backend of the GPU Triton compiled it for (cuda, or hip for an hsaco); "null" for measuring.
+    verify True: every call first asks Triton which compiled kernel it would run (triton_check), on
+    any Triton; None: FASTLAUNCH_VERIFY's setting (on a Triton whose key-deciding code is not in the
+    proven set, calls are checked whatever it says)."""
+    if verify is None:
+        import fastlaunch
+
+        verify = fastlaunch._config.verify
+    triton_check.set_verify(verify)
     if _state["enabled"]:
+        for d in members(_dispatchers):
+            d.invalidate()  # the check's setting read again at each kernel's next call
+        return
+    import triton
+
+    if not hasattr(triton, "knobs"):  # before Triton 3.4: its settings are read otherwise
+        _state["off"] = f"Triton {getattr(triton, '__version__', '?')} has no triton.knobs"
+        log.warning("fastlaunch: Triton's JIT not served: %s", _state["off"])
         return
     detector, why = _C.watch_detector()
     if detector is None:  # no way to see a knob or a global change: Triton keeps every call
@@ -205,6 +222,8 @@ def _attach(fn) -> None:
         return _attach_wrapper(fn)
     if type(fn).run is not JITFunction.run or getattr(fn, "is_gluon", lambda: False)():
         return _refuse(fn, "jit_subclass")
+    if triton_check.checking() and triton_check.prelude()[0] is None:  # Triton's choice cannot be asked
+        return _refuse(fn, f"triton_run_unrecognised:{triton_check.prelude()[1]}")
     try:
         policy = _Policy(fn, _state["backend"])
         params = list(fn.params)
@@ -240,27 +259,6 @@ def _tuner_run():
     return _state["tuner_run"][1] if _state["tuner_run"] is not None else Autotuner.run
 
 
-# What Autotuner.run reads on a tuned key; a subclass that defines any of these (a property, a
-# method) may decide otherwise than the dispatcher computes, and stays Triton's.
-_TUNER_READS = {"cache", "keys", "arg_names", "configs", "fn", "nargs", "best_config", "__getattribute__",
-                "__getattr__", "__setattr__", "__getitem__"}
-
-
-def _subclass_refusal(fn):
-    """Why an Autotuner subclass is not served (None: its own run runs, its super().run is served)."""
-    from triton.runtime.autotuner import Autotuner
-
-    if _state["tuner_run"] is None:
-        return "kernel_wrapper_subclass"
-    for cls in type(fn).__mro__:
-        if cls is Autotuner:
-            return None
-        clash = _TUNER_READS & set(vars(cls))
-        if clash:
-            return f"autotuner_subclass_defines:{sorted(clash)[0]}"
-    return "kernel_wrapper_subclass"
-
-
 @_locked
 def _attach_wrapper(fn) -> None:
     """An Autotuner gets a dispatcher of its own (autotune.c), and so does a Heuristics
@@ -270,6 +268,8 @@ def _attach_wrapper(fn) -> None:
 
     if not _state["enabled"]:
         return  # disable() ran in another thread since the call that attaches it began
+    if not triton_check.tuners_recognised():  # their own key is not checked: Triton's run, its JIT calls checked
+        return _refuse(fn, "triton_unproven:" + ("heuristics" if isinstance(fn, Heuristics) else "autotuner"))
     if isinstance(fn, Heuristics):
         if type(fn).run is not Heuristics.run:
             return _refuse(fn, "kernel_wrapper_subclass")
@@ -278,8 +278,9 @@ def _attach_wrapper(fn) -> None:
         return _refuse(fn, "kernel_wrapper_subclass")
     stock = _tuner_run()
     subclass = type(fn).run is not stock and type(fn).run is not Autotuner.run
-    if subclass and _subclass_refusal(fn):
-        return _refuse(fn, _subclass_refusal(fn))
+    why = subclass and _subclass_refusal(fn, _state["tuner_run"] is not None)
+    if why:
+        return _refuse(fn, why)
     try:
         _inner_run(fn.fn)
         policy = _AutotunePolicy(fn, _inner_run, _watchable_dict)
@@ -384,35 +385,6 @@ class _Empty:
     pass
 
 
-_PRE_RUN = []  # [names or None], once read
-
-
-def _pre_run_names():
-    """The keywords Triton's JITFunction.run adds before it calls the pre-run hooks, read from its
-    code once: `debug` (always first), then `kwargs["<name>"] = knobs.compilation.<name>` lines (none
-    in 3.5; instrumentation_mode from 3.6; fpsan_homomorphic_casts in 3.9). None when its code has
-    any other form, or cannot be read."""
-    if not _PRE_RUN:
-        import inspect
-        import re
-
-        from triton.runtime.jit import JITFunction
-
-        names = None
-        try:
-            run = JITFunction.__dict__["run"]
-            head = inspect.getsource(getattr(run, "stock", run)).split("self.pre_run_hooks")[0]
-            found = re.findall(r'kwargs\["(\w+)"\]\s*=\s*(.+)', head)
-            if found and found[0] == ("debug", 'kwargs.get("debug", self.debug) or knobs.runtime.debug'):
-                rest = [(n, e.strip()) for n, e in found[1:]]
-                if all(e == f"knobs.compilation.{n}" for n, e in rest):
-                    names = tuple(n for n, _ in rest)
-        except (OSError, TypeError, KeyError):
-            pass
-        _PRE_RUN.append(names)
-    return _PRE_RUN[0]
-
-
 class _Policy:
     def __init__(self, fn, backend):
         self.fn = fn
@@ -420,6 +392,7 @@ class _Policy:
         self.dispatcher = None
         self.snapshot = None
         self.guards = []  # (dict, name, object or _ABSENT): what traced grids read from modules
+        self.handed = None  # why the kernel is Triton's for good (Triton chose another compiled kernel)
 
     answered_grid = staticmethod(answered_grid)  # the grid Triton gets once fastlaunch called the callable
 
@@ -450,7 +423,8 @@ class _Policy:
 
         knobs = triton.knobs
         dicts = [os.environ._data, _watchable_dict(self.fn), _watchable_dict(triton.runtime.driver),
-                 _watchable_dict(triton.runtime.driver.active), vars(knobs)]  # knobs' own: runtime replaced
+                 _watchable_dict(triton.runtime.driver.active), vars(knobs),  # knobs' own: runtime replaced
+                 vars(sys.modules["triton.runtime.jit"])]  # a piece replaced there: recognised again
         for name in _KEY_KNOBS:
             obj = getattr(knobs, name, None)
             if obj is not None and hasattr(obj, "__dict__"):
@@ -468,6 +442,8 @@ class _Policy:
     def _stock_reason(self, driver):
         import triton
 
+        if self.handed is not None:
+            return self.handed
         knobs = triton.knobs
         if _knob(knobs.compilation, "instrumentation_mode", "") not in ("", None):
             return "instrumentation"
@@ -496,8 +472,18 @@ class _Policy:
         return tuple(lists)
 
     def revalidate(self):
-        """(stock reason or None, device_fn, stream_fn, hook lists or None, watched dicts, keyed dicts):
-        called by the dispatcher when a watched dict changed (and at its first call)."""
+        """(stock reason or None, device_fn, stream_fn, hook lists or None, watched dicts, keyed dicts,
+        check or None): called by the dispatcher when a watched dict changed (and at its first call).
+        A Triton where any of it cannot be read has the kernel's calls go to Triton, never raising
+        where Triton alone would not."""
+        try:
+            return self._revalidate()
+        except Exception as exc:  # noqa: BLE001 - not a Triton this knows: its run serves every call
+            log.debug("fastlaunch: %s: every call Triton's: %s: %s", getattr(self.fn, "__name__", "?"),
+                      type(exc).__name__, exc)
+            return (f"unrecognised:{type(exc).__name__}", None, None, (), (), (), None)
+
+    def _revalidate(self):
         import triton
 
         _launch_knobs()  # triton.knobs.runtime replaced (its module's dict is watched): hooks read there
@@ -521,7 +507,14 @@ class _Policy:
                 if d_fn == dev and s_fn == stream:
                     dev, stream = d_cap, s_cap  # the driver's registered C functions
                     break
-        return (reason, dev, stream, hooks, *self._watched())
+        check = self.check if triton_check.checking() and triton_check.prelude()[0] is not None else None
+        if check is None and triton_check.checking():
+            reason = reason or "triton_run_unrecognised"  # never launched unchecked
+        return (reason, dev, stream, hooks, *self._watched(), check)
+
+    def check(self, device, args, kwargs, kernels, unread=False):
+        """Triton's own choice for the call among `kernels` (triton_check.ask says what it returns)."""
+        return triton_check.ask(self, device, args, kwargs, kernels, unread)
 
     def bind(self, key, kernel, args, kwargs, grid):
         """Binds the variant Triton's run used for a call whose key had no plan."""
@@ -568,7 +561,7 @@ class _Policy:
         """Adds to a call's keywords what Triton's run adds before its pre-run hooks see them
         (`debug`, and the compilation knobs this Triton passes); False when this Triton's run is not
         one whose additions are known (the call is then Triton's)."""
-        names = _pre_run_names()
+        names = triton_check.pre_run_names()
         if names is None:
             return False
         import triton

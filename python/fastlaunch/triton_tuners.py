@@ -130,3 +130,25 @@ class AutotunePolicy:
             d._insert(key_bytes, config, tuple(sys.intern(k) for k in kw), tuple(kw.values()), keep, None)
             self.bound[key_bytes] = (key, config, getattr(config, "pre_hook", None))
         d.invalidate()  # the cache (just written by a tune) and the config enter the watched set as they are now
+
+
+# What Autotuner.run reads on a tuned key; a subclass that defines any of these (a property, a
+# method) may decide otherwise than the dispatcher computes, and stays Triton's.
+_TUNER_READS = {"cache", "keys", "arg_names", "configs", "fn", "nargs", "best_config", "__getattribute__",
+                "__getattr__", "__setattr__", "__getitem__"}
+
+
+def subclass_refusal(fn, slot_kept):
+    """Why an Autotuner subclass is not served (None: its own run runs, its super().run is served);
+    slot_kept: fastlaunch's TunerSlot holds Triton's own Autotuner.run."""
+    from triton.runtime.autotuner import Autotuner
+
+    if not slot_kept:
+        return "kernel_wrapper_subclass"
+    for cls in type(fn).__mro__:
+        if cls is Autotuner:
+            return None
+        clash = _TUNER_READS & set(vars(cls))
+        if clash:
+            return f"autotuner_subclass_defines:{sorted(clash)[0]}"
+    return "kernel_wrapper_subclass"

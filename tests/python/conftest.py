@@ -191,6 +191,15 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 3
 
 
+def memo_or_checked(result: dict) -> int:
+    """The JIT calls a fidelity run served through the memo (the last fast call's form), or, when
+    every call is checked against Triton's own choice (FASTLAUNCH_VERIFY=1, fastlaunch.triton_check),
+    the calls checked: the memo is not taken then, each call asking Triton first."""
+    from fastlaunch import config
+
+    return result.get("checked", 0) if config.read().verify else result["memo"]
+
+
 def reference_unavailable(message: str):
     """A reference fetched from PyPI at test set-up (Triton-Ascend's, torch_npu's wheel) could not be
     had: skipped, unless FASTLAUNCH_REQUIRE_REFERENCES=1 (make test sets it: a machine that installs

@@ -421,11 +421,15 @@ def test_size_one_arguments_folded_by_triton_are_skipped(host_kernels):
     inductor.enable(inductor.InductorAdapter(backend="host", kernel_resolver=resolver(host_kernels)))
     at = make_autotuner(host_kernels)
     launcher = at.launchers[0]
-    src = "def launcher(in_ptr0, out_ptr0, ks0, xnumel, stream):\n    launcher.inner(in_ptr0, out_ptr0, xnumel, stream=stream)\n"
-    scope = {}
-    exec(src, scope)
-    wrapped = scope["launcher"]
-    scope["launcher"].inner = launcher
+    # The launcher Inductor writes for it (its own generator): ks0 passed on to Triton's launcher, which
+    # drops it (folded into the binary): the stand-in runner drops it likewise.
+    scope = dict(launcher.__globals__)
+    inner = scope["runner"]
+    scope["runner"] = lambda *a: inner(*a[:11], *a[12:])
+    wrapped = at.compile_results[0]._gen_launcher_code(
+        scope, ["in_ptr0", "out_ptr0", "ks0", "xnumel"],
+        ["grid_0", "grid_1", "grid_2", "stream", "function", "metadata", "None", "launch_enter_hook",
+         "launch_exit_hook", "in_ptr0", "out_ptr0", "ks0", "xnumel"])
     for attr in ("config", "cache_hash", "store_cubin", "n_regs", "n_spills", "shared"):
         setattr(wrapped, attr, getattr(launcher, attr, None))
     at.triton_meta["signature"] = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "ks0": "i32", "xnumel": "i32",

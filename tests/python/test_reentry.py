@@ -59,7 +59,8 @@ def test_defect(checks, name):
 
 def test_combined_harness_every_form_point_and_pair_as_triton(tmp_path):
     """fldev.reentry_pairs: every launch form (kernel[grid], fn.run, Autotuner, Heuristics, a kept
-    compiled kernel, compiled.run called directly) at every callback point it passes through, under
+    compiled kernel, compiled.run called directly) at every callback point it passes through (Triton's
+    binder among them: fastlaunch's check calls it), under
     12 action pairs (two actions in one outer call), each call the same as Triton alone; every cell
     fired, the ones that cannot exist named."""
     proc = _run(tmp_path, "fldev.reentry_pairs")
@@ -68,7 +69,7 @@ def test_combined_harness_every_form_point_and_pair_as_triton(tmp_path):
     assert r["different"] == 0 and r["same"] == r["cells"], r["first_differences"]
     assert r["never_fired"] == [] and r["pairs"] >= 10 and r["cells"] >= 600, r
     assert all(n == r["pairs"] for n in r["pairs_fired_per_form"].values()), r["pairs_fired_per_form"]
-    assert len(r["forms"]) == 6 and len(r["points"]) == 13 and r["cannot_exist"], r
+    assert len(r["forms"]) == 6 and len(r["points"]) == 14 and "binder" in r["points"] and r["cannot_exist"], r
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 

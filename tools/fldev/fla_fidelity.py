@@ -31,6 +31,7 @@ os.environ.setdefault("FLA_CACHE_MODE", "disabled")  # CachedAutotuner reads no 
 os.environ.setdefault("FLA_CACHE_RESULTS", "0")  # Triton's autotune cache: nothing read or written
 
 from fastlaunch import _C  # noqa: E402
+from fldev import verify  # noqa: E402
 
 _C.accept_host_memory()
 
@@ -263,9 +264,10 @@ def main(rounds=2, seed=2026):
               "kernels": len(kernels), "stacks": kernels, "captured_calls": len(calls), "compared": 2 * len(calls),
               "identical": stats["identical"], "fast": stats["fast"], "through_triton": stats["through_triton"],
               "mismatches": len(mismatches), "first_mismatches": [repr(m)[:500] for m in mismatches[:8]],
-              "timing": timing, "sites": sites, "not_bound": triton_jit.not_bound(), "seed": seed}
+              "timing": timing, "sites": sites, "not_bound": triton_jit.not_bound(), "seed": seed,
+              **verify.summary(sites)}
     print(json.dumps(result, indent=1, default=str))
-    return 0 if not mismatches else 1
+    return 0 if not mismatches and not result["disagreements"] else 1
 
 
 def jf_name(fn):

@@ -149,6 +149,10 @@ def main():
         op()
         served[name] = (fast_total(triton_compiled, gc.get_objects()) - before, stub.state.calls - calls0)
     timing = time_ops(table, flt, CompiledKernel, stock_getitem)
+    from fastlaunch import triton_jit
+    from fldev import verify
+
+    checks = verify.summary(triton_jit.sites())
     flt.disable()
     not_served = [f"{n}: {f} of {c}" for n, (f, c) in served.items() if f != c or c == 0]
     over = [n for n, t in timing.items() if t["fastlaunch"] > 1.10 * t["flaggems_alone"]]
@@ -157,8 +161,8 @@ def main():
     print(json.dumps({"flag_gems": flag_gems.__version__, "triton": triton.__version__, "ops": len(table),
                       "kernels": len(kernels), "compiled_calls": len(captured),
                       "launches": sum(t[0] for t in triton_side), "differ": differ, "served": served,
-                      "not_served": not_served, "timing_ns": timing, "over_10_percent": over}, indent=1))
-    return 0 if not differ and not not_served else 1
+                      "not_served": not_served, "timing_ns": timing, "over_10_percent": over, **checks}, indent=1))
+    return 0 if not differ and not not_served and not checks["disagreements"] else 1
 
 
 def fast_total(tc, objects):

@@ -466,8 +466,14 @@ def memo_takes_repeats_of_a_form_and_only_its_variant(env):
     m3 = memo()
     ordered = K.tensors[(4,)](env.x, env.y, BLOCK=128, n=1009)  # other keyword names: the full way
     m4 = memo()
-    ok = (f_odd[0] == f_odd[1] == f_back != f_16 and m1 - m0 == 2 and m2 == m1 and m3 == m2 and m4 == m3
-          and ordered is not None)
+    from fastlaunch import triton_check
+
+    if triton_check.checking():  # every call asks Triton first: the memo is never taken, each call checked
+        ok = f_odd[0] == f_odd[1] == f_back != f_16 and m0 == m4 == 0 and ordered is not None \
+            and counts(K.tensors)["checked"] >= 6
+    else:
+        ok = (f_odd[0] == f_odd[1] == f_back != f_16 and m1 - m0 == 2 and m2 == m1 and m3 == m2 and m4 == m3
+              and ordered is not None)
 
     def clearing_grid(meta):
         K.tensors.run.clear()

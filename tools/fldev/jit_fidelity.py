@@ -24,6 +24,7 @@ import random
 import sys
 
 from fastlaunch import _C  # noqa: E402
+from fldev import verify  # noqa: E402
 
 _C.accept_host_memory()  # host tensors stand in for device memory (a testing build's door)
 
@@ -266,9 +267,10 @@ def main(n=100_000, seed=2026, target="cuda"):
               "fast": stats["fast"], "through_triton": stats["through_triton"],
               "raised_by_both": stats["raised_by_both"], "variants": len(layouts),
               "memo": sum(c.get("memo", 0) for c in counts.values()), "mismatches": len(mismatches),
-              "first_mismatches": [repr(m)[:400] for m in mismatches[:10]], "seed": seed, "sites": counts}
+              "first_mismatches": [repr(m)[:400] for m in mismatches[:10]], "seed": seed, "sites": counts,
+              **verify.summary(counts)}
     print(json.dumps(result, indent=1, default=str))
-    return 0 if not mismatches and stats["fast"] > n // 2 else 1
+    return 0 if not mismatches and stats["fast"] > n // 2 and not result["disagreements"] else 1
 
 
 def flt_sites():

@@ -12,11 +12,16 @@ fastlaunch.triton.enable()):
   X-run       compiled.run(1, 1, 1, stream, function, packed_metadata, None, None, None, *args) on
               what kernel[grid] returned, `compiled.run` read on every call (Triton 3.7 on: a
               property)
+  X-jit-checked  X-jit with every call checked against Triton's own choice of compiled kernel (its
+              binder, key and kernel cache asked first: fastlaunch.triton_check), as on a Triton
+              outside the proven set or with FASTLAUNCH_VERIFY=1; triton-jit-checked is Triton alone
+              again, measured beside it
 
     PYTHONPATH=tools python -m fldev.latency_bench [--quick]
 
 Prints the rows and issue 55's lines: fastlaunch-run and fastlaunch-jit-kw each at most 1.3x
-fastlaunch-jit (the positional kernel[grid]) of the same case.
+fastlaunch-jit (the positional kernel[grid]) of the same case; issue 56's: a checked call at most
+1.15x Triton alone on that call.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ import tempfile
 BACKEND = "cuda-stub-latency"
 CASES = [("nop, no argument", 0, 0, 0), ("19 args: 5 tensors, 9 ints, 5 constexprs", 5, 9, 5),
          ("58 args: 14 tensors, 26 ints, 18 constexprs", 14, 26, 18)]
-FORMS = ("jit", "jit-kw", "autotune", "run")
+FORMS = ("jit", "jit-kw", "autotune", "run", "jit-checked")
 MODES = tuple(f"{side}-{form}" for form in FORMS for side in ("triton", "fastlaunch"))
 RATIO = 1.3  # issue 55: .run direct and the keyword form against the positional kernel[grid]
+CHECKED = 1.15  # issue 56: a checked call against Triton alone on that call
 
 
 def _source(nt, ni, nc):
@@ -64,6 +70,7 @@ class Case:
         self.consts = {f"c{i + 1}": 32 for i in range(nc)}
         self.args = self.pos + tuple(self.consts.values())
         self.kernels = {"triton": theirs, "fastlaunch": mine}
+        mine.bench_args = self.args
         self.compiled = {}
         for side, mod in self.kernels.items():
             for _ in range(3):
@@ -96,13 +103,32 @@ class Case:
 
         side, form = mode.split("-", 1)
         mod = self.kernels[side]
-        if form == "jit":
+        if form == "jit-checked" and side == "fastlaunch":
+            return self.checked_loop(mod, n)
+        if form in ("jit", "jit-checked"):
             return _C.bench_subscript_loop(mod.nop, (1,), self.args, {}, n)
         if form == "jit-kw":
             return _C.bench_subscript_loop(mod.nop, (1,), self.pos, self.consts, n)
         if form == "autotune":
             return _C.bench_subscript_loop(mod.nop_tuned, (1,), self.args, {}, n)
         return _C.bench_attr_loop(self.compiled[side], "run", self.run_args[side], {}, n)
+
+
+    @staticmethod
+    def checked_loop(mod, n):
+        """kernel[(1,)](*args) with every call checked (enable(verify=True)), then as before."""
+        from fastlaunch import _C, triton_check, triton_jit
+
+        was = triton_check.verify_all()
+        triton_jit.enable(verify=True)  # already enabled: the setting read again at the next call
+        try:
+            _C.bench_subscript_loop(mod.nop, (1,), mod.bench_args, {}, 3)  # revalidated outside the timed loop
+            t = _C.bench_subscript_loop(mod.nop, (1,), mod.bench_args, {}, n)
+            assert mod.nop.run.counts["checked"] >= n, mod.nop.run.counts
+            return t
+        finally:
+            triton_jit.enable(verify=was)
+            _C.bench_subscript_loop(mod.nop, (1,), mod.bench_args, {}, 3)
 
 
 def _cases(names=None):
@@ -123,7 +149,8 @@ def rows(quick=False, stub=None):
         samples = {m: [] for m in MODES}
         for _ in range(repeats):
             for m in MODES:
-                nm = max(200, n // 20) if m.startswith("triton-") and not m.endswith("-run") else n
+                slow = (m.startswith("triton-") and not m.endswith("-run")) or m.endswith("-checked")
+                nm = max(200, n // 20) if slow else n
                 samples[m].append(case.loop(m, nm) / nm)
         for m in MODES:
             out.append({"backend": BACKEND, "case": case.name, "mode": m,
@@ -160,10 +187,14 @@ def lines(table):
             what = f"; instructions {ins[0]:,} / {ins[1]:,} = {i:.2f}x" if i else ""
             out.append((f"{BACKEND}, {name}: fastlaunch-{form} <= {RATIO}x fastlaunch-jit: {r['ns_median']:.1f} / "
                         f"{base['ns_median']:.1f} ns = {t:.2f}x{what}", t <= RATIO and (i is None or i <= RATIO)))
+        served = [f for f in FORMS if f != "jit-checked"]
         against = ", ".join(f"{form} {get[f'triton-{form}']['ns_median'] / get[f'fastlaunch-{form}']['ns_median']:.1f}x"
-                            for form in FORMS)
+                            for form in served)
         out.append((f"{BACKEND}, {name}: Triton alone / fastlaunch, per form: {against} (each >= 2x)",
-                    all(get[f"triton-{f}"]["ns_median"] >= 2 * get[f"fastlaunch-{f}"]["ns_median"] for f in FORMS)))
+                    all(get[f"triton-{f}"]["ns_median"] >= 2 * get[f"fastlaunch-{f}"]["ns_median"] for f in served)))
+        c, t = get["fastlaunch-jit-checked"]["ns_median"], get["triton-jit-checked"]["ns_median"]
+        out.append((f"{BACKEND}, {name}: a checked call <= {CHECKED}x Triton alone on it: fastlaunch-jit-checked / "
+                    f"triton-jit-checked = {c:.1f} / {t:.1f} ns = {c / t:.2f}x", c <= CHECKED * t))
     return out
 
 

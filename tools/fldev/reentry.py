@@ -5,7 +5,8 @@ Python, each running one action that calls back in, through fastlaunch and throu
     PYTHONPATH=tools python -m fldev.reentry --threads SECONDS
 
 Points Triton also calls (the driver's stream function, the grid callable, a pre-run hook, a
-tensor-like's data_ptr() and dtype): the same action at the same point on both sides; the launches
+tensor-like's data_ptr() and dtype, Triton's binder: its run calls it, and so does fastlaunch's check
+of every call, which the point turns on for the call: fastlaunch.triton_check): the same action at the same point on both sides; the launches
 (grid and arguments as the stand-in driver got them, nested ones included), the outcome and the
 launch hook's calls must be the same. Points only fastlaunch has (a released grid's __del__, a GC
 pass at any allocation, the policy's revalidate() and bind()): the action runs on fastlaunch's side
@@ -30,7 +31,7 @@ from fastlaunch import _C  # noqa: E402
 
 _C.accept_host_memory()
 
-BOTH = ["stream", "grid", "pre_run_hook", "data_ptr", "dtype"]
+BOTH = ["stream", "grid", "pre_run_hook", "data_ptr", "dtype", "binder"]
 FL_ONLY = ["grid_del", "gc", "revalidate", "bind"]
 ACTIONS = ["disable", "disable_enable", "clear", "nested_same", "nested_other", "mutate", "set_hook"]
 OUTER_N, SAME_N, OTHER_N = 1000, 500, 300  # the launches' n tells the outer call's from nested ones
@@ -198,6 +199,25 @@ def set_point(env, side, point, inj, kname, args, kw, restore):
             inj()
         jit.add_pre_run_hook(hook)
         restore.append(lambda: jit.pre_run_hooks.remove(hook))
+    elif point == "binder":
+        jit = k
+        while not hasattr(jit, "add_pre_run_hook"):  # an Autotuner's or Heuristics' JITFunction
+            jit = jit.fn
+        device = drv.get_current_device()
+        caches = jit.device_caches[device]  # the binder is its last member (3.3 to 3.9)
+        stock_binder = caches[-1]
+
+        def binder(*a, **kk):
+            inj()
+            return stock_binder(*a, **kk)
+        jit.device_caches[device] = (*caches[:-1], binder)
+        restore.append(lambda: jit.device_caches.__setitem__(device, (*jit.device_caches[device][:-1], stock_binder)))
+        if side.fl:  # every call checked against Triton's own choice for the call: the binder called
+            from fastlaunch import triton_check
+
+            was = triton_check.verify_all()
+            env.tj.enable(verify=True)
+            restore.append(lambda: env.tj.enable(verify=was))
     elif point in ("data_ptr", "dtype"):
         args[0] = Like(side, side.x, on_ptr=inj if point == "data_ptr" else None,
                        on_dtype=inj if point == "dtype" else None)

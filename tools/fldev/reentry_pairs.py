@@ -9,7 +9,8 @@ Forms: kernel[grid] (jit), fn.run(..., grid=) called directly (run_grid), an Aut
 Heuristics over a JITFunction (heuristics), a kept CompiledKernel, compiled[grid](...) (compiled), and
 compiled.run(gx, gy, gz, stream, function, packed, metadata, enter, exit, *args) called directly
 (run_direct). Points Triton also calls: the driver's stream function, the grid callable, a pre-run
-hook, a tensor-like's data_ptr() and dtype, the launch enter and exit hooks, the kernel's
+hook, a tensor-like's data_ptr() and dtype, Triton's binder (fastlaunch's check calls it), the launch
+enter and exit hooks, the kernel's
 launch_metadata function, the global-scratch allocator; points only fastlaunch has: a GC pass, a
 released grid's __del__, the policy's revalidate() and bind(). An action pair runs both actions, in
 order, at the point's first call. Run under the ASan build by `make reentry-sanitize`.
@@ -42,8 +43,8 @@ def impossible(form, point):
     if form in COMPILED:
         if point in ("grid", "grid_del"):
             return "a compiled kernel's grid is three ints, never a callable"
-        if point in ("pre_run_hook", "revalidate", "bind"):
-            return "Triton's launcher calls no pre-run hook; no JIT dispatcher or policy runs"
+        if point in ("pre_run_hook", "revalidate", "bind", "binder"):
+            return "Triton's launcher calls no pre-run hook and no binder; no JIT dispatcher or policy runs"
         if point == "dtype":
             return "Triton's launcher reads no dtype (only data_ptr())"
         if point == "stream" and form == "run_direct":

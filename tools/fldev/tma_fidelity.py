@@ -224,7 +224,7 @@ def memo_mutations(kernels, stub, TensorDescriptor, flt, torch):
         d.padding = "zero"
         yield "property removed"
 
-    out = {"calls": 0, "differ": [], "memo": 0}
+    out = {"calls": 0, "differ": [], "memo": 0, "checked": 0}
     sides = []
     for enabled in (False, True):
         (flt.enable if enabled else flt.disable)()
@@ -233,6 +233,7 @@ def memo_mutations(kernels, stub, TensorDescriptor, flt, torch):
         d.shape, d.strides, d.block_shape = list(d.shape), list(d.strides), list(d.block_shape)
         run = vars(fn).get("run")
         memo0 = dict(run.counts).get("memo", 0) if hasattr(run, "counts") else 0
+        checked0 = dict(run.counts).get("checked", 0) if hasattr(run, "counts") else 0
         side = []
         for name in steps(d, extra):
             for _ in range(3):  # met again: the memo's hits
@@ -248,6 +249,7 @@ def memo_mutations(kernels, stub, TensorDescriptor, flt, torch):
         run = vars(fn).get("run")
         if enabled and hasattr(run, "counts"):
             out["memo"] = dict(run.counts).get("memo", 0) - memo0
+            out["checked"] = dict(run.counts).get("checked", 0) - checked0
         # A new descriptor each call, the last one dropped first (CPython hands the next one the
         # same address, often its dict's too): each read as what it is, never as the last one met.
         bufs = (x, y, w)
@@ -403,8 +405,9 @@ def main(argv):
         served = sum(_fast({"fn": f}, "jit") for f in fresh.values()) - fast0
         jit_result["served"] += served
         jit_result.setdefault("served_by_arch", {})[arch] = served
-        jit_result["memo"] = jit_result.get("memo", 0) + sum(
-            dict(vars(f)["run"].counts).get("memo", 0) for f in fresh.values() if hasattr(vars(f).get("run"), "counts"))
+        for what in ("memo", "checked"):
+            jit_result[what] = jit_result.get(what, 0) + sum(
+                dict(vars(f)["run"].counts).get(what, 0) for f in fresh.values() if hasattr(vars(f).get("run"), "counts"))
         for fn in fresh.values():
             run = vars(fn).get("run")
             for r, c in (dict(run.counts).get("stock_reasons", {}) if hasattr(run, "counts") else {}).items():

@@ -122,7 +122,8 @@ static FL_EXT_ALWAYS_INLINE int memo_launch(JitObject *self, jit_kw *kw, PyObjec
  * -1 with an exception (data_ptr()'s own, as Triton's binder raises it). */
 static FL_EXT_COLD int lazy_pointers(JitObject *self, jit_kw *kw, PyObject *const *args, size_t nargs,
                                      PyObject *kwnames, jit_key *k, jit_values *vals, PyObject **res) {
-  if (fl_jit_find_lazy(self, k, vals)) return fl_jit_read_lazy(k, vals);
+  /* Checked calls leave them unread (Triton's binder reads them first): checked() picks the variant. */
+  if (fl_jit_find_lazy(self, k, vals)) return self->check ? 0 : fl_jit_read_lazy(k, vals);
   PyObject *grid = kw->grid;
   *res = STOCK("first_call_of_variant", NULL);
   if (*res && *res != Py_None) {
@@ -261,6 +262,45 @@ static FL_EXT_COLD int after_grid(JitObject *self, jit_kw *kw, PyObject *const *
   return 1;
 }
 
+/* Every call checked (self->check set): Triton's own choice for the call, then what its binder's Python
+ * code changed (the table cleared, a setting). 0: launch e here; 1: the call is done (*res, or NULL
+ * with an exception). */
+static FL_EXT_COLD int checked(JitObject *self, jit_entry **e, int32_t device, jit_kw *kw, PyObject *const *args,
+                               size_t nargs, PyObject *kwnames, jit_key *k, jit_values *vals, PyObject **res) {
+  PyObject *grid = kw->grid, *why_obj;
+  const char *why;
+  uint64_t gen = self->gen;
+  /* Tensor-likes not read yet stay so (Triton's binder reads them, then its launcher): the variants
+   * bound for each alignment of theirs are the candidates, and Triton's choice picks one. */
+  jit_entry *cands[1u << JIT_MAX_LAZY];
+  size_t nc = 0;
+  for (unsigned m = 0; vals->nlazy && m < 1u << vals->nlazy; m++) {
+    for (size_t i = 0; i < vals->nlazy; i++)
+      k->words[vals->lazy_word[i]] = K_TENSOR_OBJ | (uint64_t)((m >> i) & 1) << 7;
+    jit_entry *c = table_find(self, k, key_hash(k));
+    if (c) cands[nc++] = c;
+  }
+  if (!vals->nlazy) cands[nc++] = *e;
+  size_t idx = 0;
+  int r = fl_jit_check(self, cands, nc, device, kw, args, nargs, kwnames, vals->nlazy ? NULL : k, vals->nlazy > 0, res, &idx);
+  if (r == 2) { /* Triton chose none of them: the pointers read now, as a miss would read them */
+    if (fl_jit_read_lazy(k, vals) < 0) return *res = NULL, 1;
+    if (!(cands[0] = table_find(self, k, key_hash(k)))) return *res = STOCK("first_call_of_variant", k), 1;
+    r = fl_jit_check(self, cands, 1, device, kw, args, nargs, kwnames, k, 0, res, &idx); /* its variant */
+  }
+  if (r) return r < 0 ? (*res = NULL, 1) : 1;
+  *e = cands[idx];
+  if (!(*e)->plan) /* Triton chose a variant fastlaunch refused: Triton's, as any call of it is */
+    return *res = fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, (*e)->refusal, NULL), 1;
+  if (gen == self->gen && (r = fl_jit_settled(self, &why, &why_obj)) != 0) {
+    *res = r > 0 ? fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, why, why_obj, NULL) : NULL;
+    return 1;
+  }
+  if (gen != self->gen) /* it cleared the table, or a revalidation did */
+    return *res = STOCK("table_changed", NULL), 1;
+  return 0;
+}
+
 /* The full path: bind, key, table; then the memo holds what a fast call found. Triton's order from
  * the binding on: the arguments read (the key; data_ptr() and dtype of a tensor the door declines),
  * then the grid (the callable called with the mapping), then the hooks and the launch values read
@@ -291,12 +331,16 @@ static FL_EXT_COLD PyObject *full_dispatch(JitObject *self, jit_kw *kw, PyObject
   }
   if (vals.nlazy && (r = lazy_pointers(self, kw, args, nargs, kwnames, &k, &vals, &res)) != 0) goto done;
   jit_entry *e = table_find(self, &k, key_hash(&k));
-  if (!e || !e->plan) { /* a miss (Triton compiles; the policy binds), or a variant refused */
+  if (!e || (!e->plan && !vals.nlazy)) { /* a miss (Triton compiles; the policy binds), or a variant refused */
     res = e ? fl_jit_stock(self, grid, args, nargs, kwnames, kw->has_grid, NULL, e->refusal, NULL)
             : STOCK("first_call_of_variant", &k);
     goto done;
   }
   uint64_t gen = self->gen;
+  if (FL_EXT_UNLIKELY(self->check != NULL)) { /* Triton's own choice first (its binder: Python code) */
+    if (checked(self, &e, device, kw, args, nargs, kwnames, &k, &vals, &res)) goto done;
+    python = 1; /* the values read again after the grid, as Triton's launcher reads them */
+  }
   int64_t g[3];
   fl_error err;
   int changed = 0;
@@ -374,7 +418,7 @@ static FL_EXT_ALWAYS_INLINE PyObject *dispatch(JitObject *self, jit_kw *kw, PyOb
   }
   int hooked = fl_jit_hooked(self);
   if (FL_EXT_UNLIKELY(hooked) && !FL_EXT_STATE_OBJ(self->state->launch_knobs)) return STOCK("launch_hooks", NULL);
-  if (!hooked && kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
+  if (!hooked && !self->check && kw->kwvals == args + nargs) { /* the keywords' values follow the positional ones: the memo's form */
     PyObject *pv[JIT_MAX_PARAMS];
     fl_value values[JIT_MAX_PARAMS];
     uint64_t words_at[JIT_MAX_PARAMS + 1], *words = NULL; /* in words when the plan takes them */

@@ -303,6 +303,8 @@ typedef struct {
   PyObject *hook_lists;   /* tuple of lists: Triton's hook chains' calls */
   int hooks_plain;        /* a launch hook is a plain callable (set while it is) */
   PyObject *stock_reason; /* str while every call goes to Triton, else NULL */
+  PyObject *check;        /* the policy's check(device, args, kwargs, kernel) while every call is checked
+                           * against Triton's own choice (triton_check.py), else NULL */
   PyObject *device_fn, *stream_fn; /* the driver's callables, or NULL where a C function reads them */
   int32_t (*c_device)(int32_t *);  /* torch's shim, or a driver's registered C equivalent */
   int32_t (*c_stream)(int32_t, void **);
@@ -320,6 +322,7 @@ typedef struct {
   size_t pre_ran;         /* the depth of the call whose pre-run hooks were called (0: none): its
                            * hand-back to Triton leaves them uncalled */
   unsigned long long pre_run; /* calls whose pre-run hooks fastlaunch called */
+  unsigned long long checked; /* calls Triton's own choice was asked for and agreed */
   jit_entry *graveyard;   /* entries cleared while depth > 0: freed when the outermost call returns */
   jit_memo memo;
   PyObject *weakrefs;
@@ -446,6 +449,16 @@ FL_EXT_COLD int fl_jit_meta_changed(JitObject *self, PyObject *meta, PyObject *c
 FL_EXT_COLD PyObject *fl_jit_replay_grid(JitObject *self, PyObject *answer, PyObject *meta, int changed);
 FL_EXT_COLD int fl_jit_settled(JitObject *self, const char **why, PyObject **why_obj);
 FL_EXT_COLD int fl_jit_learn_grid(JitObject *self, jit_entry *e, PyObject *grid, PyObject *const *pv);
+/* The call's keywords as a new dict (Triton's run's **kwargs), or NULL with an exception. */
+PyObject *fl_jit_kwargs_dict(PyObject *kwnames, PyObject *const *kwvals, Py_ssize_t nkw);
+/* Every call checked (self->check set): Triton's own choice for the call asked for among the
+ * candidates' kernels (jit_stock.c). 0: it is cands[*idx]'s; 1: the call is Triton's (*res, its
+ * result or NULL); 2 (unread: the candidates are the variants bound for each alignment of tensor-likes
+ * not read yet): none of them, their pointers are needed; -1 with an exception. k: the key to bind
+ * what Triton compiles under (NULL: none). */
+FL_EXT_COLD int fl_jit_check(JitObject *self, jit_entry *const *cands, size_t ncand, int32_t device, const jit_kw *kw,
+                             PyObject *const *args, size_t nargs, PyObject *kwnames, const jit_key *k, int unread,
+                             PyObject **res, size_t *idx);
 /* Triton's pre-run hooks called as its run calls them (jit_stock.c). 0 called; 1 not (the policy
  * does not know what this Triton passes them: the call is Triton's); -1 with a hook's exception. */
 FL_EXT_COLD int fl_jit_pre_run(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames,

@@ -83,13 +83,68 @@ FL_EXT_COLD PyObject *fl_jit_call_stock(JitObject *self, PyObject *grid, PyObjec
   return call_stock(self, grid, args, nargs, kwnames, has_grid);
 }
 
+/* The call's positional arguments as a new tuple, or NULL with an exception. */
+static PyObject *args_tuple(PyObject *const *args, size_t nargs) {
+  PyObject *pos = PyTuple_New((Py_ssize_t)nargs);
+  for (size_t i = 0; pos && i < nargs; i++) PyTuple_SET_ITEM(pos, (Py_ssize_t)i, Py_NewRef(args[i]));
+  return pos;
+}
+
+PyObject *fl_jit_kwargs_dict(PyObject *kwnames, PyObject *const *kwvals, Py_ssize_t nkw) {
+  PyObject *kwargs = PyDict_New();
+  for (Py_ssize_t k = 0; kwargs && k < nkw; k++)
+    if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), kwvals[k]) < 0) Py_CLEAR(kwargs);
+  return kwargs;
+}
+
+/* Triton's own choice asked for by the policy's check(device, args, kwargs, kernel), with the call's
+ * keywords less grid= and warmup= (its run adds its own to them). */
+FL_EXT_COLD int fl_jit_check(JitObject *self, jit_entry *const *cands, size_t ncand, int32_t device, const jit_kw *kw,
+                             PyObject *const *args, size_t nargs, PyObject *kwnames, const jit_key *k, int unread,
+                             PyObject **res, size_t *idx) {
+  PyObject *check = Py_NewRef(self->check), *kernels = PyTuple_New((Py_ssize_t)ncand); /* the check runs Python code */
+  for (size_t i = 0; kernels && i < ncand; i++) PyTuple_SET_ITEM(kernels, (Py_ssize_t)i, Py_NewRef(cands[i]->kernel));
+  PyObject *pos = kernels ? args_tuple(args, nargs) : NULL;
+  PyObject *kwargs = pos ? fl_jit_kwargs_dict(kw->kwnames, kw->kwvals, kw->nkw) : NULL;
+  PyObject *dev = kwargs ? PyLong_FromLong(device) : NULL, *r = NULL;
+  if (dev) r = PyObject_CallFunctionObjArgs(check, dev, pos, kwargs, kernels, unread ? Py_True : Py_False, NULL);
+  Py_XDECREF(pos);
+  Py_XDECREF(kwargs);
+  Py_XDECREF(dev);
+  Py_XDECREF(kernels);
+  Py_DECREF(check);
+  if (!r) return -1;
+  if (PyLong_CheckExact(r)) { /* the index of the candidate whose kernel Triton would run */
+    Py_ssize_t i = PyLong_AsSsize_t(r);
+    Py_DECREF(r);
+    if (i == -1 && unread && !PyErr_Occurred()) return 2; /* none of them: their pointers are needed */
+    if (i < 0 || (size_t)i >= ncand) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "fastlaunch: the check chose no candidate");
+      return -1;
+    }
+    *idx = (size_t)i;
+    self->checked++;
+    return 0;
+  }
+  /* "reason": Triton's call (the policy handed the kernel back, or forgot what it bound); ("reason",):
+   * Triton compiles for it, and what its run returns is bound under the key. */
+  int rebind = PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 1;
+  PyObject *reason = rebind ? PyTuple_GET_ITEM(r, 0) : r;
+  if (!PyUnicode_Check(reason)) {
+    Py_DECREF(r);
+    PyErr_SetString(PyExc_TypeError, "fastlaunch: the check returned neither an index, a reason nor (reason,)");
+    return -1;
+  }
+  *res = fl_jit_stock(self, kw->grid, args, nargs, kwnames, kw->has_grid, NULL, reason, rebind ? k : NULL);
+  Py_DECREF(r);
+  return 1;
+}
+
 FL_EXT_COLD int fl_jit_pre_run(JitObject *self, PyObject *const *args, size_t nargs, PyObject *kwnames,
                                PyObject *const *kwvals, Py_ssize_t nkw) {
-  PyObject *kwargs = PyDict_New(), *hooks = NULL;
+  PyObject *kwargs = fl_jit_kwargs_dict(kwnames, kwvals, nkw), *hooks = NULL;
   int rc = -1;
   if (!kwargs) return -1;
-  for (Py_ssize_t k = 0; k < nkw; k++)
-    if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), kwvals[k]) < 0) goto done;
   PyObject *policy = Py_NewRef(self->policy);
   PyObject *known = PyObject_CallMethod(policy, "pre_run_kwargs", "O", kwargs);
   Py_DECREF(policy);
@@ -150,15 +205,11 @@ FL_EXT_COLD void fl_jit_bind(JitObject *self, PyObject *kernel, PyObject *grid, 
                              PyObject *kwnames, const jit_key *miss) {
   PyObject *key = PyBytes_FromStringAndSize((const char *)miss->words, (Py_ssize_t)(miss->n * sizeof(uint64_t)));
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  PyObject *pos = PyTuple_New((Py_ssize_t)nargs), *kw = PyDict_New();
+  PyObject *pos = args_tuple(args, nargs), *kw = pos ? fl_jit_kwargs_dict(kwnames, args + nargs, nkw) : NULL;
   PyObject *r = NULL;
   if (key && pos && kw) {
-    for (size_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(pos, (Py_ssize_t)i, Py_NewRef(args[i]));
-    int ok = 1;
-    for (Py_ssize_t k = 0; k < nkw && ok; k++)
-      ok = PyDict_SetItem(kw, PyTuple_GET_ITEM(kwnames, k), args[nargs + (size_t)k]) == 0;
     PyObject *policy = Py_NewRef(self->policy);
-    if (ok) r = PyObject_CallMethod(policy, "bind", "OOOOO", key, kernel, pos, kw, grid);
+    r = PyObject_CallMethod(policy, "bind", "OOOOO", key, kernel, pos, kw, grid);
     if (!r) PyErr_WriteUnraisable(policy); /* the launch happened: whatever binding did, the call's result stands */
     Py_DECREF(policy);
   } else {

@@ -198,10 +198,12 @@ static void *source_of(PyObject **fn, PyObject *value, const char *capsule, int 
 FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
   PyObject *r = PyObject_CallMethod(self->policy, "revalidate", NULL);
   if (!r) return -1;
-  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) < 5 || PyTuple_GET_SIZE(r) > 6 ||
-      (!PyTuple_Check(PyTuple_GET_ITEM(r, 3)) && PyTuple_GET_ITEM(r, 3) != Py_None) || !PyTuple_Check(PyTuple_GET_ITEM(r, 4))) {
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) < 5 || PyTuple_GET_SIZE(r) > 7 ||
+      (!PyTuple_Check(PyTuple_GET_ITEM(r, 3)) && PyTuple_GET_ITEM(r, 3) != Py_None) || !PyTuple_Check(PyTuple_GET_ITEM(r, 4)) ||
+      (PyTuple_GET_SIZE(r) == 7 && PyTuple_GET_ITEM(r, 6) != Py_None && !PyCallable_Check(PyTuple_GET_ITEM(r, 6)))) {
     Py_DECREF(r);
-    PyErr_SetString(PyExc_TypeError, "revalidate(): expected (reason, device_fn, stream_fn, hook_lists, watched[, keyed])");
+    PyErr_SetString(PyExc_TypeError,
+                    "revalidate(): expected (reason, device_fn, stream_fn, hook_lists, watched[, keyed[, check or None]])");
     return -1;
   }
   PyObject *reason = PyTuple_GET_ITEM(r, 0), *hooks = PyTuple_GET_ITEM(r, 3);
@@ -223,8 +225,10 @@ FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
     Py_DECREF(r);
     return -1;
   }
-  PyObject *old[4] = {self->stock_reason, self->device_fn, self->stream_fn, self->hook_lists};
+  PyObject *check = PyTuple_GET_SIZE(r) == 7 ? PyTuple_GET_ITEM(r, 6) : Py_None;
+  PyObject *old[5] = {self->stock_reason, self->device_fn, self->stream_fn, self->hook_lists, self->check};
   self->stock_reason = reason == Py_None ? NULL : Py_NewRef(reason);
+  self->check = check == Py_None ? NULL : Py_NewRef(check);
   self->device_fn = dev_fn;
   self->stream_fn = stream_fn;
   self->c_device = aoti_device;
@@ -234,8 +238,8 @@ FL_EXT_COLD int fl_jit_revalidate(JitObject *self) {
   self->hook_lists = hooks;
   self->hooks_plain = plain;
   int rc = fl_ext_watch_set(&self->watch, self->state, PyTuple_GET_ITEM(r, 4));
-  if (rc == 0 && PyTuple_GET_SIZE(r) == 6) rc = fl_ext_watch_set_keyed(&self->watch, self->state, PyTuple_GET_ITEM(r, 5));
-  for (int i = 0; i < 4; i++) Py_XDECREF(old[i]);
+  if (rc == 0 && PyTuple_GET_SIZE(r) >= 6) rc = fl_ext_watch_set_keyed(&self->watch, self->state, PyTuple_GET_ITEM(r, 5));
+  for (int i = 0; i < 5; i++) Py_XDECREF(old[i]);
   Py_DECREF(r);
   return rc;
 }

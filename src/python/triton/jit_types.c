@@ -163,9 +163,9 @@ static PyObject *jit_get_counts_unlocked(PyObject *op, void *closure) {
   (void)closure;
   PyObject *reasons = PyDict_Copy(self->stock_counts); /* a snapshot: the counts go on */
   if (!reasons) return NULL;
-  return Py_BuildValue("{sKsKsNsnsKsKsKsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
+  return Py_BuildValue("{sKsKsNsnsKsKsKsKsK}", "fast", self->fast, "stock", self->stock, "stock_reasons", reasons,
                        "variants", (Py_ssize_t)self->count, "grid_calls", self->grid_calls, "memo",
-                       self->memo_fast, "hooked", self->hooked, "pre_run", self->pre_run);
+                       self->memo_fast, "hooked", self->hooked, "pre_run", self->pre_run, "checked", self->checked);
 }
 
 static PyObject *jit_get_fn(PyObject *op, void *closure) {
@@ -188,6 +188,7 @@ static int jit_traverse(PyObject *op, visitproc visit, void *arg) {
   Py_VISIT(self->spare_call);
   Py_VISIT(self->device_fn);
   Py_VISIT(self->stream_fn);
+  Py_VISIT(self->check);
   Py_VISIT(self->memo.kwnames);
   for (size_t i = 0; i < self->cap; i++) {
     jit_entry *e = self->slots[i];
@@ -214,6 +215,7 @@ static int jit_clear(PyObject *op) {
   Py_CLEAR(self->spare_call);
   Py_CLEAR(self->device_fn);
   Py_CLEAR(self->stream_fn);
+  Py_CLEAR(self->check);
   fl_jit_table_clear(self);
   return 0;
 }
