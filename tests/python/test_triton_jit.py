@@ -88,16 +88,20 @@ def test_heuristics_stacks_match_tritons_own(tmp_path):
     assert tuners and tuners[0]["fast"] > 300, result["sites"]  # its super().run served in C
 
 
-def test_public_project_kernels_match_tritons_own_jit(tmp_path):
+@pytest.mark.parametrize("verify", ["0", "1"])
+def test_public_project_kernels_match_tritons_own_jit(tmp_path, verify):
     """Liger-Kernel's ops (from PyPI, installed by the test set-up), each kernel[grid] call they make
-    replayed through Triton's run and through fastlaunch: at least 15 kernels, 0 differing."""
+    replayed through Triton's run and through fastlaunch: at least 15 kernels, 0 differing. Again
+    with FASTLAUNCH_VERIFY=1: every call fastlaunch launched first asked Triton which compiled kernel
+    it would run (fastlaunch.triton_check), and Triton's answer was always the one bound: 0
+    disagreements."""
     try:
         import liger_kernel  # noqa: F401
     except ImportError as exc:
         from conftest import reference_unavailable
 
         reference_unavailable(f"liger-kernel is not installed ({exc}); pip install liger-kernel")
-    proc = _run(tmp_path, "fldev.public_fidelity", "12", "20261201")
+    proc = _run(tmp_path, "fldev.public_fidelity", "12", "20261201", FASTLAUNCH_VERIFY=verify)
     assert "{" in proc.stdout, proc.stderr[-3000:]
     result = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert result["mismatches"] == 0, result["first_mismatches"]
@@ -105,6 +109,9 @@ def test_public_project_kernels_match_tritons_own_jit(tmp_path):
     assert result["kernels"] >= 15, result["kernel_names"]
     assert result["identical"] + result["raised_by_both"] == result["compared"], result
     assert result["fast"] >= result["compared"] // 2, result
+    assert result["disagreements"] == {}, result["disagreements"]
+    if verify == "1":  # each call fastlaunch launched was checked first
+        assert result["verify"] and result["checked"] >= result["fast"], result
 
 
 def test_fla_kernels_match_tritons_own_jit(tmp_path):

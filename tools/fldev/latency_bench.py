@@ -201,13 +201,13 @@ def lines(table):
 def table(results, out=sys.stdout):
     """Rows as a narrow table: per case, each form's Triton alone and fastlaunch in ns."""
     print(f"{BACKEND} (tritonbench launch_latency cases), ns per call, medians:", file=out)
-    print(f"  {'case':46} {'form':9} {'Triton':>10} {'fastlaunch':>11} {'ratio':>7}", file=out)
+    print(f"  {'case':46} {'form':11} {'Triton':>10} {'fastlaunch':>11} {'ratio':>7}", file=out)
     by = {(r["case"], r["mode"]): r for r in results if r["backend"] == BACKEND}
     for name, *_ in CASES:
         for form in FORMS:
             t, f = by.get((name, f"triton-{form}")), by.get((name, f"fastlaunch-{form}"))
             if t and f:
-                print(f"  {name:46} {form:9} {t['ns_median']:10.1f} {f['ns_median']:11.1f} "
+                print(f"  {name:46} {form:11} {t['ns_median']:10.1f} {f['ns_median']:11.1f} "
                       f"{t['ns_median'] / f['ns_median']:6.1f}x", file=out)
 
 
