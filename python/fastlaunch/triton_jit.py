@@ -80,6 +80,8 @@ def enable(*, backend=None, verify=None) -> None:
         import fastlaunch
 
         verify = fastlaunch._config.verify
+    elif not isinstance(verify, bool):
+        raise TypeError(f"enable(): verify must be True, False or None (FASTLAUNCH_VERIFY's), got {verify!r}")
     triton_check.set_verify(verify)
     if _state["enabled"]:
         for d in members(_dispatchers):
