@@ -428,12 +428,17 @@ def _literal(text):
 
 def _bound_specialization(fn, device, kernel):
     """(specialization, options text) under which Triton keeps `kernel`, found back through its
-    caches (None where its key is not (tuple(specialization), str(options)) → key)."""
+    caches: its key cache (3.5 on: (tuple(specialization), str(options)) -> key), or its key read as
+    str(specialization) + str(options) (3.3, 3.4); None where neither holds."""
     try:
-        kernel_cache, key_cache = fn.device_caches[device][0], fn.device_caches[device][1]
-        key = next(k for k, v in list(kernel_cache.items()) if v is kernel)
-        spec, opts = next(k for k, v in list(key_cache.items()) if v == key)
-        return list(spec), opts
+        caches = fn.device_caches[device]
+        key = next(k for k, v in list(caches[0].items()) if v is kernel)
+        if isinstance(caches[1], dict):
+            spec, opts = next(k for k, v in list(caches[1].items()) if v == key)
+            return list(spec), opts
+        cut = key.rfind("]{") + 1
+        spec = _literal(key[:cut]) if cut > 0 else None
+        return (list(spec), key[cut:]) if isinstance(spec, list) else None
     except (StopIteration, TypeError, ValueError, IndexError, AttributeError, KeyError):
         return None
 

@@ -39,6 +39,8 @@ def test_five_or_more_changes_of_different_kinds():
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_checked_no_wrong_launch_and_the_difference_named(runs, change):
     r = runs["checked"][change]
+    if "unavailable" in r:
+        pytest.skip(f"{change}: this Triton has no such piece to patch: {r['unavailable']}")
     assert "error" not in r, r.get("error")
     assert r["first_far"] == NEAR_FIRST  # the far side first met after the near side was bound and served
     assert r["wrong"] == 0, r
@@ -51,6 +53,8 @@ def test_checked_no_wrong_launch_and_the_difference_named(runs, change):
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_unchecked_the_same_change_gives_wrong_launches(runs, change):
     r = runs["unchecked"][change]
+    if "unavailable" in r:
+        pytest.skip(f"{change}: this Triton has no such piece to patch: {r['unavailable']}")
     assert "error" not in r, r.get("error")
     assert r["checked_calls"] == 0, r
     assert r["wrong"] >= 1, r

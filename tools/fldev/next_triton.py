@@ -39,13 +39,28 @@ def change(kernel, what):
 
 
 def _wrap_specialize(jit, rule):
-    orig = jit.native_specialize_impl
+    """Triton's specialization of one argument wrapped by rule(orig, backend, arg, is_const, specialize,
+    align): libtriton's native_specialize_impl (3.6 on), or the Python one create_specialize_impl
+    makes per binder (3.4, 3.5)."""
+    if hasattr(jit, "native_specialize_impl"):
+        orig = jit.native_specialize_impl
 
-    def specialize_impl(backend, arg, is_const, specialize, align):
-        return rule(orig, backend, arg, is_const, specialize, align)
+        def specialize_impl(backend, arg, is_const, specialize, align):
+            return rule(orig, backend, arg, is_const, specialize, align)
 
-    jit.native_specialize_impl = specialize_impl
-    return lambda: setattr(jit, "native_specialize_impl", orig)
+        jit.native_specialize_impl = specialize_impl
+        return lambda: setattr(jit, "native_specialize_impl", orig)
+    make = jit.create_specialize_impl
+
+    def create_specialize_impl(*extra):
+        inner = make(*extra)
+
+        def specialize_impl(arg, is_const=False, specialize_value=True, align=True):
+            return rule(lambda _b, a, c, s, al: inner(a, c, s, al), None, arg, is_const, specialize_value, align)
+        return specialize_impl
+
+    jit.create_specialize_impl = create_specialize_impl
+    return lambda: setattr(jit, "create_specialize_impl", make)
 
 
 def _tensors_call(n, x=None, grid=None):
@@ -184,7 +199,10 @@ def run_change(name, checked, stub):
     from fastlaunch import triton_check
 
     patch, kernel_name, what = CHANGES[name]
-    undo, calls = patch(jit, torch)
+    try:
+        undo, calls = patch(jit, torch)
+    except AttributeError as exc:  # what the change patches is not in this Triton (3.4's key is inline)
+        return {"change": name, "unavailable": f"{type(exc).__name__}: {exc}"}
     try:
         fp = triton_check.fingerprint()[0]
         if not checked:  # the check disabled: this patched Triton taken as proven
