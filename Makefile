@@ -116,7 +116,7 @@ $(PYASAN)/stage/.built: $(VENV)/.deps $(SOURCES)
 	  -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 	$(VENV)/bin/meson compile -C $(PYASAN) >/dev/null
 	rm -rf $(PYASAN)/stage && mkdir -p $(PYASAN)/stage/fastlaunch
-	cp python/fastlaunch/*.py $(PYASAN)/stage/fastlaunch/ && cp $(PYASAN)/src/python/_C*.so $(PYASAN)/stage/fastlaunch/
+	cp python/fastlaunch/*.py python/fastlaunch/*.txt $(PYASAN)/stage/fastlaunch/ && cp $(PYASAN)/src/python/_C*.so $(PYASAN)/stage/fastlaunch/
 	cp -r src/tensor $(PYASAN)/stage/fastlaunch/_tensor_src
 	touch $@
 
