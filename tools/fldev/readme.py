@@ -184,7 +184,9 @@ def section(bench_json, int_json=None) -> str:
                       "constexprs), each launch form without and with fastlaunch: kernel[(1,)](*args) positional "
                       "(jit), with the constexprs by keyword (jit-kw), under @triton.autotune (autotune), and "
                       "`compiled.run(1, 1, 1, stream, function, packed_metadata, None, None, None, *args)` on what "
-                      "kernel[grid] returned, `compiled.run` read on every call (run)."]
+                      "kernel[grid] returned, `compiled.run` read on every call (run); and jit again with every call "
+                      "checked against Triton's own choice of compiled kernel (jit-checked: what a Triton outside "
+                      "the proven set, or FASTLAUNCH_VERIFY=1, gets), Triton alone measured beside it."]
     if any(k[0] == "cuda-stub-tma" for k in table):
         lines += ["", "cuda-stub-tma is cuda-stub's run of kernels compiled for sm_90 that take tensor descriptors or "
                       "global scratch, in a process of its own (tools/fldev/tma_bench.py): triton-tma and "
